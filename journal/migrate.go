@@ -1,0 +1,123 @@
+package journal
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// migrationLockKey is the advisory lock that serializes migrations across
+// processes, so replicas starting together do not race. Arbitrary but fixed:
+// the bytes of "whguard" as an integer.
+const migrationLockKey int64 = 0x776867756172
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+// migrations returns the embedded migrations in version order. File names
+// are NNNN_name.sql.
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration file %q: name must start with a number", e.Name())
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, fmt.Errorf("read migration %q: %w", e.Name(), err)
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// LatestVersion is the schema version this binary needs.
+func LatestVersion() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate applies every embedded migration not yet applied, each in its own
+// transaction, holding a session advisory lock for the whole run. It is safe
+// to call from several processes at once and to call again.
+func (p *Postgres) Migrate(ctx context.Context) (applied []int, err error) {
+	return migratePool(ctx, p.pool)
+}
+
+func migratePool(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+		return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
+	}
+	defer func() {
+		// Unlock on a fresh context: the caller's may be cancelled already.
+		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey)
+	}()
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS whguard_schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("migrate: create version table: %w", err)
+	}
+	done := map[int]bool{}
+	rows, err := conn.Query(ctx, `SELECT version FROM whguard_schema_migrations`)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
+	}
+	for _, v := range versions {
+		done[v] = true
+	}
+	var applied []int
+	for _, m := range ms {
+		if done[m.version] {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("migrate: apply %s: %w", m.name, err)
+		}
+		applied = append(applied, m.version)
+	}
+	return applied, nil
+}
