@@ -1,0 +1,222 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxEventIDLength is the longest event id Check returns (bytes). Real ids
+// are short (Stripe "evt_…", Svix "msg_…", GitHub's UUID, a 71-byte digest);
+// the bound keeps a hostile ID header from becoming an oversized unique-index
+// entry in the journal.
+const MaxEventIDLength = 512
+
+// maxEventTypeLength is the longest event type Check returns; a longer or
+// unprintable one is dropped (returned as ""), not refused.
+const maxEventTypeLength = 256
+
+// ProviderConfig configures one sender (SPEC 4). Zero fields mean defaults
+// where the field says so.
+type ProviderConfig struct {
+	// Name is the provider name, lower case; it appears only in error
+	// messages.
+	Name string
+	// Scheme is one of KnownSchemes: "standard", "svix", "stripe",
+	// "github", "none".
+	Scheme string
+	// Secrets holds the signing secrets, current first, then previous ones
+	// still accepted during a rotation. Each is taken verbatim (spaces
+	// included). Required (and each non-empty) for every scheme but "none",
+	// which ignores them.
+	Secrets []string
+	// Tolerance bounds the timestamp's distance from now, in both
+	// directions; 0 means DefaultTolerance(Scheme). Schemes without a
+	// signed timestamp (github, none) ignore it.
+	Tolerance time.Duration
+	// IDHeader, when set (WHGUARD_<NAME>_ID_HEADER), names the header that
+	// holds the event id, and a request without it is refused; "" means the
+	// scheme's own id, else the body digest.
+	IDHeader string
+}
+
+// Provider verifies the requests of one configured sender. It is immutable
+// and safe for concurrent use.
+type Provider struct {
+	name     string
+	scheme   string
+	verifier Scheme
+	idHeader string
+	volatile []string // top-level JSON fields left out of the content hash
+}
+
+// NewProvider checks cfg and returns its Provider. Errors name the provider
+// and what is wrong (unknown scheme, missing, empty or undecodable secret,
+// negative tolerance, invalid ID header name) and never contain a secret.
+func NewProvider(cfg ProviderConfig) (*Provider, error) {
+	p, err := newProvider(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("configure provider %q: %w", cfg.Name, err)
+	}
+	return p, nil
+}
+
+func newProvider(cfg ProviderConfig) (*Provider, error) {
+	if cfg.Tolerance < 0 {
+		return nil, fmt.Errorf("negative tolerance %v", cfg.Tolerance)
+	}
+	tolerance := cfg.Tolerance
+	if tolerance == 0 {
+		tolerance = DefaultTolerance(cfg.Scheme)
+	}
+	if cfg.IDHeader != "" && !isToken(cfg.IDHeader) {
+		return nil, fmt.Errorf("ID header %q is not a valid header name", cfg.IDHeader)
+	}
+
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader}
+	switch cfg.Scheme {
+	case SchemeStandard, SchemeSvix:
+		keys, err := secretKeys(cfg.Secrets, decodeStandardSecret)
+		if err != nil {
+			return nil, err
+		}
+		p.verifier = newStandardScheme(keys, tolerance, cfg.Scheme == SchemeSvix)
+	case SchemeStripe:
+		keys, err := secretKeys(cfg.Secrets, rawSecret)
+		if err != nil {
+			return nil, err
+		}
+		p.verifier = &stripeScheme{keys: keys, tolerance: tolerance}
+		p.volatile = stripeVolatile()
+	case SchemeGitHub:
+		keys, err := secretKeys(cfg.Secrets, rawSecret)
+		if err != nil {
+			return nil, err
+		}
+		p.verifier = &githubScheme{keys: keys}
+	case SchemeNone:
+		p.verifier = noneScheme{}
+	default:
+		return nil, fmt.Errorf("unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", "))
+	}
+	return p, nil
+}
+
+// secretKeys turns each secret into its HMAC key with decode. Errors count
+// secrets from 1 and never quote them.
+func secretKeys(secrets []string, decode func(string) ([]byte, error)) ([][]byte, error) {
+	if len(secrets) == 0 {
+		return nil, errors.New("no secret configured")
+	}
+	keys := make([][]byte, 0, len(secrets))
+	for i, s := range secrets {
+		if s == "" {
+			return nil, fmt.Errorf("secret %d of %d is empty", i+1, len(secrets))
+		}
+		key, err := decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("secret %d of %d: %w", i+1, len(secrets), err)
+		}
+		keys = append(keys, key)
+	}
+	return keys, nil
+}
+
+// rawSecret uses the secret's bytes as the key (Stripe, GitHub).
+func rawSecret(s string) ([]byte, error) { return []byte(s), nil }
+
+// Name returns the provider name.
+func (p *Provider) Name() string { return p.name }
+
+// SchemeName returns the provider's scheme name, one of KnownSchemes.
+func (p *Provider) SchemeName() string { return p.scheme }
+
+// Check verifies one request and derives its event:
+//
+//  1. the scheme checks the signature over the exact body with every
+//     configured secret, and the timestamp against now;
+//  2. the event id is the IDHeader's value when one is configured (missing
+//     or empty: ErrBadRequest), else the scheme's own id, else
+//     Digest(header, body); an id longer than MaxEventIDLength or holding
+//     control characters or invalid UTF-8 is refused with ErrBadRequest;
+//  3. the content hash is ContentDigest with the scheme's volatile fields
+//     (Stripe: pending_webhooks) left out;
+//  4. the type comes from the scheme (dropped if longer than 256 bytes or
+//     unprintable).
+//
+// Every error wraps ErrUnauthorized or ErrBadRequest and is safe to show
+// the sender.
+func (p *Provider) Check(in Input, now time.Time) (Event, error) {
+	id, typ, err := p.verifier.Verify(in, now)
+	if err != nil {
+		return Event{}, err
+	}
+	if p.idHeader != "" {
+		id = in.Header.Get(p.idHeader)
+		if id == "" {
+			return Event{}, missingHeader(p.idHeader)
+		}
+	}
+	if id != "" {
+		if err := checkEventID(id); err != nil {
+			return Event{}, err
+		}
+	}
+
+	contentHash, err := ContentDigest(in.Header, in.Body, p.volatile)
+	if err != nil {
+		return Event{}, err
+	}
+	if id == "" {
+		id = contentHash
+		if len(p.volatile) > 0 {
+			if id, err = Digest(in.Header, in.Body); err != nil {
+				return Event{}, err
+			}
+		}
+	}
+	if !printable(typ, maxEventTypeLength) {
+		typ = ""
+	}
+	return Event{ID: id, Type: typ, ContentHash: contentHash}, nil
+}
+
+func checkEventID(id string) error {
+	if len(id) > MaxEventIDLength {
+		return fmt.Errorf("%w: event id longer than %d bytes", ErrBadRequest, MaxEventIDLength)
+	}
+	if !printable(id, MaxEventIDLength) {
+		return fmt.Errorf("%w: event id holds control characters or invalid UTF-8", ErrBadRequest)
+	}
+	return nil
+}
+
+// printable tells whether s is valid UTF-8 of at most maxLen bytes without
+// ASCII control characters.
+func printable(s string, maxLen int) bool {
+	if len(s) > maxLen || !utf8.ValidString(s) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// isToken tells whether s is a valid header field name (RFC 9110 token).
+func isToken(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}

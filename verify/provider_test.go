@@ -1,0 +1,183 @@
+package verify
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestNewProviderErrors(t *testing.T) {
+	const secret = "s3cr3t-value!!"
+	cases := []struct {
+		name string
+		cfg  ProviderConfig
+		want string // substring of the error
+	}{
+		{"unknown scheme", ProviderConfig{Name: "x", Scheme: "hmac-md5", Secrets: []string{secret}}, `unknown scheme "hmac-md5"`},
+		{"empty scheme", ProviderConfig{Name: "x", Secrets: []string{secret}}, "unknown scheme"},
+		{"scheme case", ProviderConfig{Name: "x", Scheme: "Stripe", Secrets: []string{secret}}, "unknown scheme"},
+		{"no secret", ProviderConfig{Name: "x", Scheme: SchemeStripe}, "no secret configured"},
+		{"empty secret", ProviderConfig{Name: "x", Scheme: SchemeGitHub, Secrets: []string{"ok", ""}}, "secret 2 of 2 is empty"},
+		{"standard secret not base64", ProviderConfig{Name: "x", Scheme: SchemeStandard, Secrets: []string{"whsec_" + secret}}, "secret 1 of 1: not base64"},
+		{"standard secret without prefix not base64", ProviderConfig{Name: "x", Scheme: SchemeSvix, Secrets: []string{secret}}, "not base64"},
+		{"standard secret empty after prefix", ProviderConfig{Name: "x", Scheme: SchemeStandard, Secrets: []string{"whsec_"}}, "empty key"},
+		{"standard secret with a space", ProviderConfig{Name: "x", Scheme: SchemeStandard, Secrets: []string{swSecret + " "}}, "not base64"},
+		{"negative tolerance", ProviderConfig{Name: "x", Scheme: SchemeStripe, Secrets: []string{secret}, Tolerance: -time.Second}, "negative tolerance"},
+		{"bad id header", ProviderConfig{Name: "x", Scheme: SchemeNone, IDHeader: "X Id"}, "not a valid header name"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := NewProvider(tc.cfg)
+			if err == nil {
+				t.Fatalf("NewProvider accepted %+v", tc.cfg)
+			}
+			if p != nil {
+				t.Errorf("provider returned with an error")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, tc.want) {
+				t.Errorf("error %q does not say %q", msg, tc.want)
+			}
+			if !strings.Contains(msg, `provider "x"`) {
+				t.Errorf("error %q does not name the provider", msg)
+			}
+			for _, s := range tc.cfg.Secrets {
+				if len(s) > 6 && strings.Contains(msg, strings.TrimPrefix(s, "whsec_")) {
+					t.Errorf("error %q contains the secret", msg)
+				}
+			}
+		})
+	}
+}
+
+func TestNewProviderAccepts(t *testing.T) {
+	for _, cfg := range []ProviderConfig{
+		{Name: "a", Scheme: SchemeStandard, Secrets: []string{swSecret, otherSWSecret}},
+		{Name: "b", Scheme: SchemeSvix, Secrets: []string{strings.TrimPrefix(swSecret, "whsec_")}},
+		{Name: "c", Scheme: SchemeStripe, Secrets: []string{" spaced secret "}, Tolerance: time.Minute},
+		{Name: "d", Scheme: SchemeGitHub, Secrets: []string{"x"}, IDHeader: "X-Request-Id"},
+		{Name: "e", Scheme: SchemeNone},
+	} {
+		p, err := NewProvider(cfg)
+		if err != nil {
+			t.Errorf("%+v: %v", cfg.Scheme, err)
+			continue
+		}
+		if p.Name() != cfg.Name || p.SchemeName() != cfg.Scheme {
+			t.Errorf("Name, SchemeName = %q, %q; want %q, %q", p.Name(), p.SchemeName(), cfg.Name, cfg.Scheme)
+		}
+	}
+}
+
+func TestKnownSchemesAndTolerance(t *testing.T) {
+	got := KnownSchemes()
+	if want := []string{"standard", "svix", "stripe", "github", "none"}; !slices.Equal(got, want) {
+		t.Fatalf("KnownSchemes = %q, want %q", got, want)
+	}
+	got[0] = "changed"
+	if KnownSchemes()[0] != "standard" {
+		t.Error("KnownSchemes shares its slice")
+	}
+	for scheme, want := range map[string]time.Duration{
+		"standard": 5 * time.Minute, "svix": 5 * time.Minute, "stripe": 5 * time.Minute,
+		"github": 0, "none": 0, "nope": 0,
+	} {
+		if d := DefaultTolerance(scheme); d != want {
+			t.Errorf("DefaultTolerance(%q) = %v, want %v", scheme, d, want)
+		}
+	}
+	for _, s := range KnownSchemes() {
+		secrets := []string{swSecret}
+		if _, err := NewProvider(ProviderConfig{Name: "k", Scheme: s, Secrets: secrets}); err != nil {
+			t.Errorf("known scheme %q refused: %v", s, err)
+		}
+	}
+}
+
+func TestNoneScheme(t *testing.T) {
+	p := mustProvider(t, ProviderConfig{Name: "internal", Scheme: SchemeNone})
+	body := `{ "b": 1, "a": [true, null] }`
+	ev, err := p.Check(Input{Header: headers("X-Anything", "1"), Body: []byte(body)}, time.Time{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sha256Hex(`{"a":[true,null],"b":1}`)
+	if ev.ID != want || ev.ContentHash != want || ev.Type != "" {
+		t.Errorf("event = %+v, want id and content hash %s", ev, want)
+	}
+	ev, err = p.Check(Input{Body: []byte("plain text")}, time.Time{})
+	if err != nil || ev.ID != sha256Hex("plain text") {
+		t.Errorf("raw body: %+v, %v", ev, err)
+	}
+	if _, err := p.Check(Input{Body: []byte(`{"a":1,"a":2}`)}, time.Time{}); !errors.Is(err, ErrBadRequest) || !errors.Is(err, ErrDuplicateKey) {
+		t.Errorf("duplicate keys: err = %v, want ErrBadRequest wrapping ErrDuplicateKey", err)
+	}
+}
+
+func TestIDHeader(t *testing.T) {
+	base := ProviderConfig{Name: "n", Scheme: SchemeNone, IDHeader: "X-Request-Id"}
+	body := `{"x":1}`
+	runCheckCases(t, base, []checkCase{
+		{name: "present", header: headers("X-Request-Id", "req-42"), body: body, wantID: "req-42"},
+		{name: "canonical header case", header: headers("x-request-id", "req-43"), body: body, wantID: "req-43"},
+		{name: "missing", header: headers(), body: body, wantErr: ErrBadRequest, wantMsg: "missing X-Request-Id header"},
+		{name: "empty", header: headers("X-Request-Id", ""), body: body, wantErr: ErrBadRequest},
+		{name: "max length", header: headers("X-Request-Id", strings.Repeat("a", MaxEventIDLength)), body: body},
+		{name: "too long", header: headers("X-Request-Id", strings.Repeat("a", MaxEventIDLength+1)), body: body,
+			wantErr: ErrBadRequest, wantMsg: "longer than"},
+		{name: "control character", header: headers("X-Request-Id", "a\x00b"), body: body, wantErr: ErrBadRequest},
+		{name: "invalid UTF-8", header: headers("X-Request-Id", "a\xffb"), body: body, wantErr: ErrBadRequest},
+		{name: "unicode", header: headers("X-Request-Id", "évènement-1"), body: body, wantID: "évènement-1"},
+	})
+	// The id header wins over the scheme's own id.
+	gh := mustProvider(t, ProviderConfig{Name: "gh", Scheme: SchemeGitHub, Secrets: []string{ghSecret}, IDHeader: "X-Request-Id"})
+	in := Input{Header: headers("X-Hub-Signature-256", ghSignature, "X-GitHub-Delivery", "delivery", "X-Request-Id", "req"), Body: []byte(ghPayload)}
+	if ev, err := gh.Check(in, time.Now()); err != nil || ev.ID != "req" {
+		t.Errorf("id header over X-GitHub-Delivery: %+v, %v", ev, err)
+	}
+	// The signature is checked before the id header.
+	in.Header.Del("X-Request-Id")
+	in.Body = []byte("tampered")
+	if _, err := gh.Check(in, time.Now()); !errors.Is(err, ErrUnauthorized) {
+		t.Errorf("tampered body without id header: err = %v, want ErrUnauthorized", err)
+	}
+}
+
+func TestEventTypeSanitized(t *testing.T) {
+	p := mustProvider(t, ProviderConfig{Name: "gh", Scheme: SchemeGitHub, Secrets: []string{ghSecret}})
+	for typ, want := range map[string]string{
+		"push":                   "push",
+		"pull_request":           "pull_request",
+		"a\x01b":                 "",
+		strings.Repeat("t", 257): "",
+		strings.Repeat("t", 256): strings.Repeat("t", 256),
+		"\xff":                   "",
+	} {
+		ev, err := p.Check(Input{Header: headers("X-Hub-Signature-256", ghSignature, "X-GitHub-Event", typ), Body: []byte(ghPayload)}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Type != want {
+			t.Errorf("type %q → %q, want %q", typ, ev.Type, want)
+		}
+	}
+}
+
+// TestErrorsNeverEchoSecretsOrSignatures: Check's errors are shown to the
+// sender; none may contain a secret or a received signature value.
+func TestErrorsNeverEchoSecretsOrSignatures(t *testing.T) {
+	const body = `{"id":"evt_1"}`
+	sig := signStripe(stripeOtherSecret, stripeTS, body)
+	p := mustProvider(t, ProviderConfig{Name: "s", Scheme: SchemeStripe, Secrets: []string{stripeSecret}})
+	for _, h := range []string{"t=1700000000,v1=" + sig, "t=x,v1=" + sig, "v1=" + sig, "t=1,v1=" + sig} {
+		_, err := p.Check(Input{Header: headers("Stripe-Signature", h), Body: []byte(body)}, time.Unix(stripeTS, 0))
+		if err == nil {
+			t.Fatalf("%q accepted", h)
+		}
+		if msg := err.Error(); strings.Contains(msg, sig) || strings.Contains(msg, stripeSecret) || strings.Contains(msg, "MfKQ9r8") {
+			t.Errorf("error %q echoes a secret or signature", msg)
+		}
+	}
+}

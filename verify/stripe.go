@@ -1,0 +1,107 @@
+package verify
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// stripeSignatureHeader carries Stripe's timestamp and signatures.
+const stripeSignatureHeader = "Stripe-Signature"
+
+// stripeVolatile lists the top-level fields of a Stripe event that change
+// between redeliveries of the same event (PROVIDERS.md, "Fields that change
+// between redeliveries": pending_webhooks counts the endpoints still to be
+// notified, so a resend carries a smaller number than the first delivery).
+func stripeVolatile() []string { return []string{"pending_webhooks"} }
+
+// stripeScheme verifies Stripe: "Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]"
+// where each v1 is hex(HMAC-SHA256(secret, "{t}.{body}")). The key is the
+// whole "whsec_…" string, not decoded (stripe-go webhook.ComputeSignature).
+type stripeScheme struct {
+	keys      [][]byte
+	tolerance time.Duration
+}
+
+var _ Scheme = (*stripeScheme)(nil)
+
+// Verify checks the timestamp and the v1 signatures; the event id and type
+// are the body's top-level "id" and "type" strings.
+func (s *stripeScheme) Verify(in Input, now time.Time) (string, string, error) {
+	header := in.Header.Get(stripeSignatureHeader)
+	if header == "" {
+		return "", "", missingHeader(stripeSignatureHeader)
+	}
+	if err := checkHeaderLen(stripeSignatureHeader, header); err != nil {
+		return "", "", err
+	}
+	ts, sigs, err := parseStripeHeader(header)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
+	}
+	// stripe-go refuses only stale timestamps; SPEC 4 bounds both directions.
+	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
+		return "", "", err
+	}
+	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
+		return "", "", fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+	}
+
+	v, err := parseJSON(in.Body)
+	if err != nil {
+		return "", "", fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+	}
+	id, ok := v.stringField("id")
+	if !ok || id == "" {
+		return "", "", fmt.Errorf("%w: body has no string \"id\"", ErrBadRequest)
+	}
+	typ, _ := v.stringField("type")
+	return id, typ, nil
+}
+
+// parseStripeHeader reads "t=…,v1=…,…": exactly one t (unix seconds) and at
+// least one well-formed v1 (64 hex digits; at most maxSignatures are kept).
+// Like stripe-go it ignores v0 and unknown keys, skips malformed v1 values
+// and refuses a pair without '='.
+func parseStripeHeader(header string) (int64, []signature, error) {
+	var (
+		ts     int64
+		seenTS bool
+		sigs   []signature
+	)
+	for pair := range strings.SplitSeq(header, ",") {
+		key, value, ok := strings.Cut(pair, "=")
+		if !ok {
+			return 0, nil, errors.New("malformed pair, expected key=value")
+		}
+		switch key {
+		case "t":
+			if seenTS {
+				return 0, nil, errors.New("more than one t=")
+			}
+			seenTS = true
+			if ts, ok = parseUnixSeconds(value); !ok {
+				return 0, nil, errors.New("malformed t= timestamp")
+			}
+		case "v1":
+			var sig signature
+			if len(sigs) == maxSignatures || len(value) != hex.EncodedLen(len(sig)) {
+				continue
+			}
+			if _, err := hex.Decode(sig[:], []byte(value)); err != nil {
+				continue
+			}
+			sigs = append(sigs, sig)
+		}
+	}
+	if !seenTS {
+		return 0, nil, errors.New("no t= timestamp")
+	}
+	if len(sigs) == 0 {
+		return 0, nil, errNoSignature
+	}
+	return ts, sigs, nil
+}

@@ -1,0 +1,55 @@
+// Package verify checks webhook signatures and timestamps over the exact
+// received bytes, and derives the event key and content hash that the
+// journal deduplicates on (SPEC sections 3 and 4).
+//
+// A Provider bundles one configured sender: its scheme, its secrets
+// (several during a rotation), its timestamp tolerance and how its event id
+// is found. Provider.Check is the only call the ingress path needs.
+package verify
+
+import (
+	"errors"
+	"net/http"
+	"time"
+)
+
+// Sentinel errors. Every error returned by Check wraps exactly one of them;
+// the text after the sentinel is safe to show to the sender (it never names
+// or echoes a secret or a signature value).
+var (
+	// ErrUnauthorized: bad signature, no configured secret matched,
+	// malformed signature header, or a timestamp outside the tolerance. → 401
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrBadRequest: a required header is missing (id header, signature
+	// header), or the body cannot be parsed where the key needs it. → 400
+	ErrBadRequest = errors.New("bad request")
+)
+
+// Input is what a provider sees of one request.
+type Input struct {
+	// Header holds the received headers.
+	Header http.Header
+	// Body holds the exact received bytes.
+	Body []byte
+}
+
+// Event is what Check derives from a verified request.
+type Event struct {
+	// ID is the event id of SPEC 3: the ID header, else the scheme's own id,
+	// else "sha256:" + hex digest of the canonical body.
+	ID string
+	// Type is the event type when the scheme exposes one ("" otherwise).
+	Type string
+	// ContentHash is "sha256:" + hex of the canonical content with the
+	// scheme's volatile fields removed; used to tell duplicates from conflicts.
+	ContentHash string
+}
+
+// Scheme verifies one signature scheme. Implementations are safe for
+// concurrent use.
+type Scheme interface {
+	// Verify checks the request's signature (and timestamp where the scheme
+	// has one) against every secret and returns the scheme's own event id
+	// and type ("" when the scheme has none).
+	Verify(in Input, now time.Time) (id, eventType string, err error)
+}
