@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Runs a command with a real PostgreSQL and Redis available (SPEC 9):
+#   1. the ones already answering on 127.0.0.1:5432 / 127.0.0.1:6379;
+#   2. else throwaway servers started from installed binaries in a temp dir;
+#   3. else, as root, the Debian packages are installed first.
+# Exports TEST_DATABASE_URL and TEST_REDIS_URL for the tests, and stops and
+# removes whatever it started on exit.
+# WHGUARD_TEST_PG_ADDR / WHGUARD_TEST_REDIS_ADDR override where to look
+# first (used to test the fallback path).
+set -euo pipefail
+
+pg_addr=${WHGUARD_TEST_PG_ADDR:-127.0.0.1:5432}
+redis_addr=${WHGUARD_TEST_REDIS_ADDR:-127.0.0.1:6379}
+pg_host=${pg_addr%:*}; pg_port=${pg_addr##*:}
+redis_host=${redis_addr%:*}; redis_port=${redis_addr##*:}
+
+tmp=$(mktemp -d /tmp/whguard-test.XXXXXX)
+chmod 755 "$tmp"
+started_pg=""; started_redis=""
+cleanup() {
+  if [ -n "$started_pg" ]; then
+    run_as_pg "$pg_ctl" -D "$tmp/pg" -m immediate stop >/dev/null 2>&1 || true
+  fi
+  if [ -n "$started_redis" ]; then
+    redis-cli -h 127.0.0.1 -p "$started_redis" shutdown nosave >/dev/null 2>&1 || true
+  fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+log() { echo "with-services: $*" >&2; }
+
+apt_install() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
+    log "cannot install $* (not root or no apt-get)"; return 1
+  fi
+  log "installing $*"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null || true
+  apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+}
+
+# PostgreSQL tools refuse to run as root: run them as the postgres user
+# (created by the Debian package) or a throwaway one.
+pg_user=""
+run_as_pg() {
+  if [ "$(id -u)" != 0 ]; then "$@"; return; fi
+  if [ -z "$pg_user" ]; then
+    if id postgres >/dev/null 2>&1; then pg_user=postgres
+    else useradd --system --no-create-home whguardpg 2>/dev/null || true; pg_user=whguardpg; fi
+    chown -R "$pg_user" "$tmp"
+  fi
+  runuser -u "$pg_user" -- "$@"
+}
+
+free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
+
+pg_answers() { pg_isready -q -h "$1" -p "$2" -t 2 >/dev/null 2>&1 || (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+
+find_pg_bin() {
+  local d
+  for d in $(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V -r); do
+    [ -x "$d/initdb" ] && { echo "$d"; return; }
+  done
+  command -v initdb >/dev/null && dirname "$(command -v initdb)"
+}
+
+if pg_answers "$pg_host" "$pg_port"; then
+  export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@$pg_host:$pg_port/postgres?sslmode=disable}
+  log "using PostgreSQL at $pg_host:$pg_port"
+else
+  bin=$(find_pg_bin || true)
+  if [ -z "$bin" ]; then apt_install postgresql; bin=$(find_pg_bin); fi
+  initdb=$bin/initdb; pg_ctl=$bin/pg_ctl
+  port=$(free_port)
+  mkdir -p "$tmp/pg"
+  run_as_pg "$initdb" -D "$tmp/pg" -U postgres --auth=trust -E UTF8 >/dev/null
+  run_as_pg "$pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
+    -o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200" start >/dev/null
+  started_pg=$port
+  export TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable
+  log "started throwaway PostgreSQL on 127.0.0.1:$port"
+fi
+
+if [ "$(redis-cli -h "$redis_host" -p "$redis_port" ping 2>/dev/null || true)" = PONG ]; then
+  export TEST_REDIS_URL=${TEST_REDIS_URL:-redis://$redis_host:$redis_port/0}
+  log "using Redis at $redis_host:$redis_port"
+else
+  command -v redis-server >/dev/null || apt_install redis-server
+  port=$(free_port)
+  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize yes \
+    --dir "$tmp" --logfile "$tmp/redis.log" >/dev/null
+  started_redis=$port
+  for _ in $(seq 50); do [ "$(redis-cli -p "$port" ping 2>/dev/null || true)" = PONG ] && break; sleep 0.1; done
+  export TEST_REDIS_URL=redis://127.0.0.1:$port/0
+  log "started throwaway Redis on 127.0.0.1:$port"
+fi
+
+"$@"

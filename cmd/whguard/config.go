@@ -1,0 +1,277 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+
+	"github.com/whguard/whguard/verify"
+)
+
+// envPrefix prefixes every configuration variable.
+const envPrefix = "WHGUARD_"
+
+// config is the whole configuration, parsed once from WHGUARD_* variables.
+type config struct {
+	Listen          string        `env:"LISTEN" envDefault:":8080"`
+	AdminListen     string        `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
+	AdminToken      string        `env:"ADMIN_TOKEN"`
+	DatabaseURL     string        `env:"DATABASE_URL"`
+	BackendURL      string        `env:"BACKEND_URL"`
+	Providers       []string      `env:"PROVIDERS"`
+	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
+	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
+	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+
+	providers []providerConfig
+}
+
+// providerEnv is one provider's variables, WHGUARD_<NAME>_*.
+type providerEnv struct {
+	Scheme         string        `env:"SCHEME"`
+	Secret         string        `env:"SECRET"`
+	SecretPrevious string        `env:"SECRET_PREVIOUS"`
+	SecretFile     string        `env:"SECRET_FILE"`
+	Path           string        `env:"PATH"`
+	Tolerance      time.Duration `env:"TOLERANCE"`
+	IDHeader       string        `env:"ID_HEADER"`
+	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
+}
+
+// providerConfig is a parsed, validated provider.
+type providerConfig struct {
+	name   string // lower case, as in WHGUARD_PROVIDERS
+	prefix string // WHGUARD_<NAME>_
+	env    providerEnv
+	// provider is built during validation so a bad secret fails start-up.
+	provider *verify.Provider
+}
+
+// configError is an invalid value; main exits 2 with its message.
+type configError struct{ msg string }
+
+func (e *configError) Error() string { return e.msg }
+
+func configErrorf(format string, a ...any) error {
+	return &configError{msg: fmt.Sprintf(format, a...)}
+}
+
+var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
+
+// loadConfig parses the environment (as os.Environ gives it) and validates
+// it. Warnings (unknown variables, unsigned providers) are returned apart so
+// the caller can log them once a logger exists.
+func loadConfig(environ []string) (*config, []string, error) {
+	vars := env.ToMap(environ)
+	var c config
+	if err := parseEnv(&c, envPrefix, vars); err != nil {
+		return nil, nil, err
+	}
+	known := knownKeys(&config{}, envPrefix)
+	var warnings []string
+	seen := map[string]bool{}
+	for _, raw := range c.Providers {
+		name := strings.ToLower(strings.TrimSpace(raw))
+		if name == "" {
+			continue
+		}
+		if !providerNameRE.MatchString(name) {
+			return nil, nil, configErrorf("WHGUARD_PROVIDERS: %q is not a valid provider name (letters, digits, _; starting with a letter)", raw)
+		}
+		if seen[name] {
+			return nil, nil, configErrorf("WHGUARD_PROVIDERS: %q is listed twice", name)
+		}
+		seen[name] = true
+		pc := providerConfig{name: name, prefix: envPrefix + strings.ToUpper(name) + "_"}
+		if err := parseEnv(&pc.env, pc.prefix, vars); err != nil {
+			return nil, nil, err
+		}
+		for k := range knownKeys(&providerEnv{}, pc.prefix) {
+			known[k] = true
+		}
+		c.providers = append(c.providers, pc)
+	}
+	for k := range vars {
+		if strings.HasPrefix(k, envPrefix) && !known[k] && !ignoredKeys[k] {
+			warnings = append(warnings, fmt.Sprintf("unknown variable %s ignored (a typo, or a provider missing from WHGUARD_PROVIDERS?)", k))
+		}
+	}
+	sort.Strings(warnings)
+	w, err := c.validate()
+	if err != nil {
+		return nil, nil, err
+	}
+	return &c, append(warnings, w...), nil
+}
+
+// ignoredKeys are WHGUARD_ variables read by tooling, not by whguard.
+var ignoredKeys = map[string]bool{}
+
+func (c *config) validate() (warnings []string, err error) {
+	if len(c.providers) == 0 {
+		return nil, configErrorf("WHGUARD_PROVIDERS: no provider configured (e.g. WHGUARD_PROVIDERS=stripe)")
+	}
+	if c.MaxBodyBytes <= 0 {
+		return nil, configErrorf("WHGUARD_MAX_BODY_BYTES: must be positive, got %d", c.MaxBodyBytes)
+	}
+	if c.ShutdownTimeout <= 0 {
+		return nil, configErrorf("WHGUARD_SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout)
+	}
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		return nil, configErrorf("WHGUARD_LOG_FORMAT: %q is not json or console", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return nil, configErrorf("WHGUARD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
+	}
+	if c.DatabaseURL == "" {
+		return nil, configErrorf("WHGUARD_DATABASE_URL: not set; give a postgres:// URL (the embedded sqlite: journal is not available yet)")
+	}
+	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
+		return nil, configErrorf("WHGUARD_DATABASE_URL: only postgres:// URLs are supported in this version")
+	}
+	if c.BackendURL != "" {
+		if err := checkURL(c.BackendURL); err != nil {
+			return nil, configErrorf("WHGUARD_BACKEND_URL: %v", err)
+		}
+	}
+	paths := map[string]string{}
+	for i := range c.providers {
+		p := &c.providers[i]
+		if p.env.Path == "" {
+			p.env.Path = "/webhooks/" + p.name
+		}
+		if !strings.HasPrefix(p.env.Path, "/") {
+			return nil, configErrorf("%sPATH: %q must start with /", p.prefix, p.env.Path)
+		}
+		if other, dup := paths[p.env.Path]; dup {
+			return nil, configErrorf("%sPATH: %q is already the path of provider %s", p.prefix, p.env.Path, other)
+		}
+		paths[p.env.Path] = p.name
+		if p.env.MaxBodyBytes < 0 {
+			return nil, configErrorf("%sMAX_BODY_BYTES: must be positive, got %d", p.prefix, p.env.MaxBodyBytes)
+		}
+		if p.env.MaxBodyBytes == 0 {
+			p.env.MaxBodyBytes = c.MaxBodyBytes
+		}
+		if p.env.Tolerance < 0 {
+			return nil, configErrorf("%sTOLERANCE: must not be negative, got %s", p.prefix, p.env.Tolerance)
+		}
+		if p.env.Scheme == "" {
+			return nil, configErrorf("%sSCHEME: not set; one of %s", p.prefix, strings.Join(verify.KnownSchemes(), ", "))
+		}
+		known := false
+		for _, s := range verify.KnownSchemes() {
+			known = known || s == p.env.Scheme
+		}
+		if !known {
+			return nil, configErrorf("%sSCHEME: unknown scheme %q; one of %s", p.prefix, p.env.Scheme, strings.Join(verify.KnownSchemes(), ", "))
+		}
+		secrets, err := p.secrets()
+		if err != nil {
+			return nil, err
+		}
+		if p.env.Scheme == "none" {
+			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
+		} else if len(secrets) == 0 {
+			return nil, configErrorf("%sSECRET: not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.prefix, p.env.Scheme)
+		}
+		p.provider, err = verify.NewProvider(verify.ProviderConfig{
+			Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
+			Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
+		})
+		if err != nil {
+			// verify's errors never contain the secret itself.
+			return nil, configErrorf("%sSECRET: %v", p.prefix, err)
+		}
+	}
+	return warnings, nil
+}
+
+// secrets gathers the provider's secrets, current first: SECRET, then each
+// line of SECRET_FILE, then SECRET_PREVIOUS. SECRET is taken verbatim
+// (spaces included); file lines lose only their line ending.
+func (p *providerConfig) secrets() ([]string, error) {
+	var out []string
+	if p.env.Secret != "" {
+		out = append(out, p.env.Secret)
+	}
+	if p.env.SecretFile != "" {
+		b, err := os.ReadFile(p.env.SecretFile)
+		if err != nil {
+			return nil, configErrorf("%sSECRET_FILE: cannot read the file: %v", p.prefix, errors.Unwrap(err))
+		}
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			if line := strings.TrimSuffix(sc.Text(), "\r"); line != "" {
+				out = append(out, line)
+			}
+		}
+		if len(out) == 0 && p.env.Secret == "" {
+			return nil, configErrorf("%sSECRET_FILE: the file holds no secret", p.prefix)
+		}
+	}
+	if p.env.SecretPrevious != "" {
+		out = append(out, p.env.SecretPrevious)
+	}
+	return out, nil
+}
+
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q is not an http(s) URL", s)
+	}
+	return nil
+}
+
+// parseEnv parses v from vars with the prefix and turns env's errors into
+// configErrors that name the variable, not the Go field.
+func parseEnv(v any, prefix string, vars map[string]string) error {
+	err := env.ParseWithOptions(v, env.Options{Prefix: prefix, Environment: vars})
+	if err == nil {
+		return nil
+	}
+	var agg env.AggregateError
+	if errors.As(err, &agg) && len(agg.Errors) > 0 {
+		var pe env.ParseError
+		if errors.As(agg.Errors[0], &pe) {
+			key := prefix + fieldKey(v, pe.Name)
+			return configErrorf("%s: invalid value %q (%v)", key, vars[key], pe.Err)
+		}
+	}
+	return configErrorf("configuration: %v", err)
+}
+
+// fieldKey is the env tag of the named struct field.
+func fieldKey(v any, field string) string {
+	t := reflect.TypeOf(v).Elem()
+	if f, ok := t.FieldByName(field); ok {
+		return f.Tag.Get("env")
+	}
+	return field
+}
+
+// knownKeys lists the full variable names a struct reads.
+func knownKeys(v any, prefix string) map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(v).Elem()
+	for i := range t.NumField() {
+		if tag := t.Field(i).Tag.Get("env"); tag != "" {
+			out[prefix+tag] = true
+		}
+	}
+	return out
+}

@@ -1,0 +1,115 @@
+// Command whguard is a reverse-proxy sidecar that makes any HTTP backend
+// webhook-safe: it verifies each webhook, journals it durably under a unique
+// key, acknowledges at once and forwards it asynchronously.
+//
+// Usage:
+//
+//	whguard [serve]   run the ingress and admin listeners (the default)
+//	whguard migrate   apply the journal's migrations and exit
+//	whguard version   print the version
+//
+// All configuration is WHGUARD_* environment variables; see README.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// version is set at build time with -ldflags "-X main.version=…".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
+}
+
+// run dispatches a subcommand and returns the process exit status:
+// 0 success, 1 runtime failure, 2 invalid usage or configuration.
+func run(args, environ []string, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "version", "--version", "-v":
+		fmt.Fprintln(stdout, "whguard", version)
+		return 0
+	case "help", "--help", "-h":
+		fmt.Fprint(stdout, usage)
+		return 0
+	case "serve", "migrate":
+	default:
+		fmt.Fprintf(stderr, "whguard: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+
+	cfg, warnings, err := loadConfig(environ)
+	if err != nil {
+		fmt.Fprintln(stderr, "whguard: invalid configuration:", err)
+		return 2
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "whguard:", err)
+		return 2
+	}
+	defer func() { _ = log.Sync() }()
+	for _, w := range warnings {
+		log.Warn(w)
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	switch cmd {
+	case "migrate":
+		err = migrate(ctx, cfg, log)
+	default:
+		err = serve(ctx, cfg, log)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error(cmd+" failed", zap.Error(err))
+		return 1
+	}
+	return 0
+}
+
+const usage = `usage: whguard [command]
+
+commands:
+  serve     verify, journal and acknowledge webhooks (default)
+  migrate   apply the journal's database migrations and exit
+  version   print the version
+
+Configuration is read from WHGUARD_* environment variables (see README.md).
+`
+
+func parseLevel(s string) (zapcore.Level, error) {
+	return zapcore.ParseLevel(s)
+}
+
+// newLogger builds the process logger: JSON by default, console for people.
+func newLogger(cfg *config, w io.Writer) (*zap.Logger, error) {
+	level, err := parseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, fmt.Errorf("WHGUARD_LOG_LEVEL: %w", err)
+	}
+	encCfg := zap.NewProductionEncoderConfig()
+	encCfg.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	if cfg.LogFormat == "console" {
+		encCfg.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(encCfg)
+	} else {
+		enc = zapcore.NewJSONEncoder(encCfg)
+	}
+	core := zapcore.NewCore(enc, zapcore.AddSync(w), level)
+	return zap.New(core).Named("whguard"), nil
+}

@@ -1,0 +1,105 @@
+package proxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// AdminConfig configures the admin listener's handler.
+type AdminConfig struct {
+	// Ready reports whether the journal answers and is migrated.
+	Ready func(ctx context.Context) error
+	// Gatherer serves /metrics.
+	Gatherer prometheus.Gatherer
+	// Token is WHGUARD_ADMIN_TOKEN; empty keeps /api/ closed.
+	Token string
+	// API serves /api/ behind the bearer token; nil answers 404 there.
+	API http.Handler
+	// Logger receives the admin logs; nil means none.
+	Logger *zap.Logger
+}
+
+// NewAdmin builds the admin handler: /healthz, /readyz and /metrics open,
+// everything else behind `Authorization: Bearer <token>`.
+func NewAdmin(cfg AdminConfig) http.Handler {
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := cfg.Ready(ctx); err != nil {
+			msg := "journal unreachable"
+			if errors.Is(err, journal.ErrNotMigrated) {
+				msg = "journal not migrated: run `whguard migrate`"
+			}
+			log.Warn("not ready", zap.Error(err))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": msg})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+
+	api := cfg.API
+	if api == nil {
+		api = http.NotFoundHandler()
+	}
+	mux.Handle("/", requireBearer(cfg.Token, api))
+	return mux
+}
+
+// requireBearer answers 401 unless the request carries the token. With no
+// token configured every request is refused: the API stays closed.
+func requireBearer(token string, next http.Handler) http.Handler {
+	want := sha256.Sum256([]byte(token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// Compare digests so the comparison time does not depend on length.
+		gotSum := sha256.Sum256([]byte(got))
+		if token == "" || !ok || subtle.ConstantTimeCompare(gotSum[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="whguard"`)
+			writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "unauthorized"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// NewServer wraps a handler in an http.Server with every timeout set, so a
+// slow or idle client cannot hold a connection open forever.
+func NewServer(addr string, h http.Handler, log *zap.Logger) *http.Server {
+	var errLog *zap.Logger
+	if log != nil {
+		errLog = log
+	} else {
+		errLog = zap.NewNop()
+	}
+	stdLog, _ := zap.NewStdLogAt(errLog, zap.WarnLevel)
+	return &http.Server{
+		Addr:              addr,
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          stdLog,
+	}
+}

@@ -1,0 +1,250 @@
+// Package proxy is whguard's HTTP surface: the ingress handler that
+// verifies, journals and acknowledges webhooks (SPEC 2), and the admin
+// listener with health, readiness, metrics and the inspection API (SPEC 6).
+package proxy
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/verify"
+)
+
+// Appender is the part of the journal the ingress needs: commit a batch and
+// say, per event, whether it was new, a duplicate or a conflict.
+type Appender interface {
+	Append(ctx context.Context, events []journal.Event) ([]journal.Result, error)
+}
+
+// Checker verifies a request and derives its event key (a *verify.Provider).
+type Checker interface {
+	Name() string
+	Check(in verify.Input, now time.Time) (verify.Event, error)
+}
+
+var _ Checker = (*verify.Provider)(nil)
+
+// Route is one configured provider on one path.
+type Route struct {
+	// Path is the exact ingress path (WHGUARD_<NAME>_PATH).
+	Path string
+	// Provider verifies and keys the requests on Path.
+	Provider Checker
+	// MaxBodyBytes bounds the body; 0 means DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+}
+
+// DefaultMaxBodyBytes is the body limit when none is configured: 1 MiB,
+// above the documented maximum of the common senders (GitHub caps payloads
+// at 25 MB but sends almost all under 1 MB; Stripe events are a few KB).
+const DefaultMaxBodyBytes = 1 << 20
+
+// DefaultCommitTimeout bounds one journal commit on the request path.
+const DefaultCommitTimeout = 5 * time.Second
+
+// IngressConfig configures the ingress handler.
+type IngressConfig struct {
+	Routes  []Route
+	Journal Appender
+	// Metrics records ingress counters; nil means not recorded.
+	Metrics *Metrics
+	// Logger receives request logs; nil means none.
+	Logger *zap.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// CommitTimeout bounds one journal commit; 0 means DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// OnCommit, when set, is called after a commit that inserted new rows
+	// (the in-process wake-up of the forwarder).
+	OnCommit func()
+}
+
+// Ingress is the webhook receiving handler.
+type Ingress struct {
+	routes  map[string]Route
+	journal Appender
+	metrics *Metrics
+	log     *zap.Logger
+	now     func() time.Time
+	timeout time.Duration
+	commit  func()
+}
+
+// NewIngress checks the configuration and builds the handler.
+func NewIngress(cfg IngressConfig) (*Ingress, error) {
+	if cfg.Journal == nil {
+		return nil, errors.New("ingress: no journal")
+	}
+	routes := make(map[string]Route, len(cfg.Routes))
+	for _, r := range cfg.Routes {
+		if r.Provider == nil {
+			return nil, fmt.Errorf("ingress: route %q has no provider", r.Path)
+		}
+		if prev, dup := routes[r.Path]; dup {
+			return nil, fmt.Errorf("ingress: providers %s and %s share the path %q", prev.Provider.Name(), r.Provider.Name(), r.Path)
+		}
+		r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, DefaultMaxBodyBytes)
+		routes[r.Path] = r
+	}
+	in := &Ingress{
+		routes:  routes,
+		journal: cfg.Journal,
+		metrics: cfg.Metrics,
+		log:     cfg.Logger,
+		now:     cfg.Now,
+		timeout: cmp.Or(cfg.CommitTimeout, DefaultCommitTimeout),
+		commit:  cfg.OnCommit,
+	}
+	if in.log == nil {
+		in.log = zap.NewNop()
+	}
+	if in.now == nil {
+		in.now = time.Now
+	}
+	if in.commit == nil {
+		in.commit = func() {}
+	}
+	return in, nil
+}
+
+// Results of ingress requests, the `result` label of
+// whguard_ingress_requests_total.
+const (
+	ResultAccepted         = "accepted"
+	ResultDuplicate        = "duplicate"
+	ResultConflict         = "conflict"
+	ResultUnauthorized     = "unauthorized"
+	ResultTooLarge         = "too_large"
+	ResultBadRequest       = "bad_request"
+	ResultUnavailable      = "unavailable"
+	ResultNotFound         = "not_found"
+	ResultMethodNotAllowed = "method_not_allowed"
+)
+
+// acceptedReply is the 202 body. It is a pure function of the event, so a
+// duplicate is answered with the very same bytes (SPEC 2).
+type acceptedReply struct {
+	Status   string `json:"status"`
+	Provider string `json:"provider"`
+	EventID  string `json:"event_id"`
+}
+
+// ServeHTTP runs the checks of SPEC 2 in order and stops at the first
+// failure: route, method, body size, signature, event key, journal commit.
+func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := in.now()
+	route, ok := in.routes[r.URL.Path]
+	if !ok {
+		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start)
+		return
+	}
+	name := route.Provider.Name()
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		in.reply(w, name, ResultMethodNotAllowed, http.StatusMethodNotAllowed, errorBody("method not allowed: use POST"), start)
+		return
+	}
+
+	body, err := readLimited(r, route.MaxBodyBytes)
+	if err != nil {
+		if errors.Is(err, errTooLarge) {
+			// Do not let the server drain the rest of an oversize body.
+			w.Header().Set("Connection", "close")
+			in.reply(w, name, ResultTooLarge, http.StatusRequestEntityTooLarge,
+				errorBody(fmt.Sprintf("body larger than %d bytes", route.MaxBodyBytes)), start)
+			return
+		}
+		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody("could not read the request body"), start)
+		return
+	}
+
+	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body}, in.now())
+	if err != nil {
+		// verify's messages are written to be shown: they never carry a
+		// secret or a signature value.
+		switch {
+		case errors.Is(err, verify.ErrUnauthorized):
+			in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start)
+		default:
+			in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start)
+		}
+		return
+	}
+
+	ctx, cancel := context.WithTimeout(r.Context(), in.timeout)
+	defer cancel()
+	results, err := in.journal.Append(ctx, []journal.Event{{
+		Provider:    name,
+		EventID:     event.ID,
+		EventType:   event.Type,
+		ContentHash: event.ContentHash,
+		Headers:     r.Header.Clone(),
+		Body:        body,
+		Path:        r.URL.Path,
+		RawQuery:    r.URL.RawQuery,
+		ReceivedAt:  start,
+	}})
+	if err != nil {
+		in.log.Warn("journal commit failed", zap.String("provider", name), zap.String("event_id", event.ID), zap.Error(err))
+		w.Header().Set("Retry-After", "5")
+		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("journal unavailable, retry later"), start)
+		return
+	}
+	ok202, _ := json.Marshal(acceptedReply{Status: "accepted", Provider: name, EventID: event.ID})
+	switch results[0].Outcome {
+	case journal.Inserted:
+		in.commit()
+		in.reply(w, name, ResultAccepted, http.StatusAccepted, ok202, start)
+	case journal.Duplicate:
+		in.reply(w, name, ResultDuplicate, http.StatusOK, ok202, start)
+	default:
+		in.log.Warn("event id reused with different content",
+			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("id", results[0].ID))
+		in.reply(w, name, ResultConflict, http.StatusConflict,
+			errorBody("event id already received with different content; the first payload is kept"), start)
+	}
+}
+
+func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	in.metrics.observeIngress(provider, result, in.now().Sub(start))
+	if status >= 400 && status != http.StatusConflict {
+		in.log.Info("webhook refused", zap.String("provider", provider), zap.String("result", result), zap.Int("status", status))
+	}
+}
+
+var errTooLarge = errors.New("body too large")
+
+// readLimited reads the whole body, never more than limit+1 bytes.
+func readLimited(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+func errorBody(msg string) []byte {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	return b
+}

@@ -1,0 +1,549 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/verify"
+)
+
+var dbURL string
+
+func TestMain(m *testing.M) { os.Exit(testdb.Main(m, "proxy", &dbURL)) }
+
+const (
+	stdSecret    = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	stripeSecret = "whsec_stripe test secret"
+)
+
+// fixture is an ingress over real HTTP in front of a migrated journal of its
+// own.
+type fixture struct {
+	srv     *httptest.Server
+	pg      *journal.Postgres
+	reg     *prometheus.Registry
+	ingress *proxy.Ingress
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	u, drop, err := testdb.Create(ctx, "ing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Close)
+	if _, err := pg.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return newFixtureOn(t, pg)
+}
+
+func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
+	t.Helper()
+	mk := func(name, scheme, secret string) *verify.Provider {
+		var secrets []string
+		if secret != "" {
+			secrets = []string{secret}
+		}
+		p, err := verify.NewProvider(verify.ProviderConfig{Name: name, Scheme: scheme, Secrets: secrets})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	reg := prometheus.NewRegistry()
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes: []proxy.Route{
+			{Path: "/webhooks/std", Provider: mk("std", "standard", stdSecret)},
+			{Path: "/webhooks/stripe", Provider: mk("stripe", "stripe", stripeSecret)},
+			{Path: "/webhooks/open", Provider: mk("open", "none", ""), MaxBodyBytes: 64},
+		},
+		Journal: j,
+		Metrics: proxy.NewMetrics(reg),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: httptest.NewServer(in), reg: reg, ingress: in}
+	if pg, ok := j.(*journal.Postgres); ok {
+		f.pg = pg
+	}
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// signStandard signs like a Standard Webhooks sender (independently of
+// verify's code).
+func signStandard(id string, ts time.Time, body string) http.Header {
+	key, _ := base64.StdEncoding.DecodeString(strings.TrimPrefix(stdSecret, "whsec_"))
+	mac := hmac.New(sha256.New, key)
+	fmt.Fprintf(mac, "%s.%d.%s", id, ts.Unix(), body)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("webhook-id", id)
+	h.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
+	h.Set("webhook-signature", "v1,"+base64.StdEncoding.EncodeToString(mac.Sum(nil)))
+	return h
+}
+
+func signStripe(ts time.Time, body string) http.Header {
+	mac := hmac.New(sha256.New, []byte(stripeSecret))
+	fmt.Fprintf(mac, "%d.%s", ts.Unix(), body)
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	h.Set("Stripe-Signature", fmt.Sprintf("t=%d,v1=%s", ts.Unix(), hex.EncodeToString(mac.Sum(nil))))
+	return h
+}
+
+type reply struct {
+	status int
+	body   string
+}
+
+func (f *fixture) post(t *testing.T, path string, h http.Header, body string) reply {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return reply{resp.StatusCode, string(b)}
+}
+
+func (f *fixture) rows(t *testing.T, table string) int {
+	t.Helper()
+	var n int
+	if err := f.pg.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (f *fixture) count(provider, result string) float64 {
+	m, _ := f.reg.Gather()
+	for _, mf := range m {
+		if mf.GetName() != "whguard_ingress_requests_total" {
+			continue
+		}
+		for _, s := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range s.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["provider"] == provider && labels["result"] == result {
+				return s.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestNewEventAcceptedThenDuplicates(t *testing.T) {
+	f := newFixture(t)
+	body := `{"type":"order.paid","data":{"order":"o1","amount":100}}`
+	h := signStandard("msg_1", time.Now(), body)
+
+	first := f.post(t, "/webhooks/std", h, body)
+	if first.status != http.StatusAccepted {
+		t.Fatalf("first: %d %s", first.status, first.body)
+	}
+	if want := `{"status":"accepted","provider":"std","event_id":"msg_1"}`; first.body != want {
+		t.Fatalf("202 body %s, want %s", first.body, want)
+	}
+	for i := range 10 {
+		r := f.post(t, "/webhooks/std", h, body)
+		if r.status != http.StatusOK || r.body != first.body {
+			t.Fatalf("duplicate %d: %d %q, want 200 and the first body", i, r.status, r.body)
+		}
+	}
+	if n := f.rows(t, "whguard_events"); n != 1 {
+		t.Fatalf("rows = %d, want 1", n)
+	}
+	if got := f.count("std", "accepted"); got != 1 {
+		t.Errorf("accepted counter = %v", got)
+	}
+	if got := f.count("std", "duplicate"); got != 10 {
+		t.Errorf("duplicate counter = %v", got)
+	}
+	// The journal holds the exact bytes and the event type.
+	var stored []byte
+	var typ string
+	err := f.pg.Pool().QueryRow(context.Background(),
+		`SELECT p.body, e.event_type FROM whguard_events e JOIN whguard_payloads p ON p.event_row_id = e.id`).Scan(&stored, &typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(stored) != body || typ != "order.paid" {
+		t.Fatalf("stored %q type %q", stored, typ)
+	}
+}
+
+func TestConcurrentIdenticalRequests(t *testing.T) {
+	f := newFixture(t)
+	body := `{"type":"x","n":1}`
+	h := signStandard("msg_conc", time.Now(), body)
+	const n = 50
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		counts = map[int]int{}
+		bodies = map[string]bool{}
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r := f.post(t, "/webhooks/std", h, body)
+			mu.Lock()
+			counts[r.status]++
+			bodies[r.body] = true
+			mu.Unlock()
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if counts[http.StatusAccepted] != 1 || counts[http.StatusOK] != n-1 {
+		t.Fatalf("statuses %v, want one 202 and %d 200", counts, n-1)
+	}
+	if len(bodies) != 1 {
+		t.Fatalf("bodies differ: %v", bodies)
+	}
+	if rows := f.rows(t, "whguard_events"); rows != 1 {
+		t.Fatalf("rows = %d", rows)
+	}
+}
+
+// A resend that re-serializes the JSON (key order, whitespace, number
+// spelling) is the same event: 200, not a conflict.
+func TestReserializedDuplicate(t *testing.T) {
+	f := newFixture(t)
+	body1 := `{"type":"x","data":{"a":1,"b":[1,2]}}`
+	body2 := "{ \"data\": {\"b\":[1, 2.0], \"a\":1e0},\n \"type\":\"x\" }"
+	if r := f.post(t, "/webhooks/std", signStandard("msg_r", time.Now(), body1), body1); r.status != 202 {
+		t.Fatalf("first: %+v", r)
+	}
+	if r := f.post(t, "/webhooks/std", signStandard("msg_r", time.Now(), body2), body2); r.status != 200 {
+		t.Fatalf("re-serialized: %+v, want 200", r)
+	}
+	// Unsigned provider: the key itself is the canonical digest.
+	if r := f.post(t, "/webhooks/open", http.Header{"Content-Type": {"application/json"}}, body1); r.status != 202 {
+		t.Fatalf("open first: %+v", r)
+	}
+	r := f.post(t, "/webhooks/open", http.Header{"Content-Type": {"application/json"}}, body2)
+	if r.status != 200 || !strings.Contains(r.body, `"event_id":"sha256:`) {
+		t.Fatalf("open re-serialized: %+v", r)
+	}
+	if n := f.rows(t, "whguard_conflicts"); n != 0 {
+		t.Fatalf("conflicts = %d", n)
+	}
+}
+
+func TestSameIDDifferentContentConflicts(t *testing.T) {
+	f := newFixture(t)
+	b1, b2 := `{"type":"x","amount":1}`, `{"type":"x","amount":2}`
+	if r := f.post(t, "/webhooks/std", signStandard("msg_c", time.Now(), b1), b1); r.status != 202 {
+		t.Fatalf("first: %+v", r)
+	}
+	r := f.post(t, "/webhooks/std", signStandard("msg_c", time.Now(), b2), b2)
+	if r.status != http.StatusConflict || !strings.Contains(r.body, `"error"`) {
+		t.Fatalf("conflict: %+v", r)
+	}
+	if n := f.rows(t, "whguard_events"); n != 1 {
+		t.Fatalf("events = %d", n)
+	}
+	if n := f.rows(t, "whguard_conflicts"); n != 1 {
+		t.Fatalf("conflicts = %d", n)
+	}
+	if got := f.count("std", "conflict"); got != 1 {
+		t.Errorf("conflict counter = %v", got)
+	}
+	var kept []byte
+	if err := f.pg.Pool().QueryRow(context.Background(), `SELECT body FROM whguard_payloads`).Scan(&kept); err != nil {
+		t.Fatal(err)
+	}
+	if string(kept) != b1 {
+		t.Fatalf("kept %q, want the first payload", kept)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	f := newFixture(t)
+	now := time.Now()
+	body := `{"type":"x"}`
+	good := signStandard("msg_bad", now, body)
+	with := func(h http.Header, k, v string) http.Header {
+		c := h.Clone()
+		if v == "" {
+			c.Del(k)
+		} else {
+			c.Set(k, v)
+		}
+		return c
+	}
+	cases := []struct {
+		name   string
+		path   string
+		header http.Header
+		body   string
+		status int
+		result string
+	}{
+		{"tampered body", "/webhooks/std", good, `{"type":"y"}`, 401, "unauthorized"},
+		{"wrong signature", "/webhooks/std", with(good, "webhook-signature", "v1,AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="), body, 401, "unauthorized"},
+		{"stale timestamp", "/webhooks/std", signStandard("msg_bad", now.Add(-10*time.Minute), body), body, 401, "unauthorized"},
+		{"future timestamp", "/webhooks/std", signStandard("msg_bad", now.Add(10*time.Minute), body), body, 401, "unauthorized"},
+		{"missing signature", "/webhooks/std", with(good, "webhook-signature", ""), body, 400, "bad_request"},
+		{"missing id", "/webhooks/std", with(good, "webhook-id", ""), body, 400, "bad_request"},
+		{"stripe body not JSON", "/webhooks/stripe", signStripe(now, "not json"), "not json", 400, "bad_request"},
+		{"stripe body without id", "/webhooks/stripe", signStripe(now, `{"type":"x"}`), `{"type":"x"}`, 400, "bad_request"},
+		{"duplicate JSON keys", "/webhooks/open", http.Header{"Content-Type": {"application/json"}}, `{"a":1,"a":2}`, 400, "bad_request"},
+		{"oversize", "/webhooks/open", nil, strings.Repeat("x", 65), 413, "too_large"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.post(t, tc.path, tc.header, tc.body)
+			if r.status != tc.status {
+				t.Fatalf("status %d %s, want %d", r.status, r.body, tc.status)
+			}
+			if !strings.HasPrefix(r.body, `{"error":"`) {
+				t.Fatalf("body %q is not a JSON error", r.body)
+			}
+			if strings.Contains(r.body, "MfKQ9r8G") || strings.Contains(r.body, "stripe test secret") {
+				t.Fatalf("error body leaks a secret: %s", r.body)
+			}
+		})
+	}
+	if n := f.rows(t, "whguard_events"); n != 0 {
+		t.Fatalf("refused requests wrote %d rows", n)
+	}
+	if got := f.count("std", "unauthorized"); got != 4 {
+		t.Errorf("unauthorized counter = %v, want 4", got)
+	}
+	if got := f.count("open", "too_large"); got != 1 {
+		t.Errorf("too_large counter = %v", got)
+	}
+	// Exactly at the limit is fine.
+	if r := f.post(t, "/webhooks/open", nil, strings.Repeat("x", 64)); r.status != 202 {
+		t.Fatalf("body at the limit: %+v", r)
+	}
+	// A valid Stripe event is accepted under its body id.
+	sb := `{"id":"evt_1","type":"charge.succeeded","pending_webhooks":1}`
+	if r := f.post(t, "/webhooks/stripe", signStripe(now, sb), sb); r.status != 202 || !strings.Contains(r.body, `"event_id":"evt_1"`) {
+		t.Fatalf("stripe: %+v", r)
+	}
+}
+
+func TestRouteAndMethod(t *testing.T) {
+	f := newFixture(t)
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
+		req, _ := http.NewRequest(m, f.srv.URL+"/nope", nil)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("%s /nope = %d, want 404", m, resp.StatusCode)
+		}
+	}
+	for _, m := range []string{http.MethodGet, http.MethodPut, http.MethodDelete} {
+		req, _ := http.NewRequest(m, f.srv.URL+"/webhooks/std", nil)
+		resp, err := f.srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Fatalf("%s = %d allow %q, want 405", m, resp.StatusCode, resp.Header.Get("Allow"))
+		}
+	}
+}
+
+// countingReader yields an endless body and counts what was read of it.
+type countingReader struct {
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'x'
+	}
+	c.n += int64(len(p))
+	return len(p), nil
+}
+
+// The handler must stop reading at the limit, even when the sender does not
+// announce a length.
+func TestOversizeStopsReadingAtLimit(t *testing.T) {
+	f := newFixtureOn(t, failingJournal{})
+	src := &countingReader{}
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/open", io.LimitReader(src, 10<<20))
+	req.ContentLength = -1
+	rec := httptest.NewRecorder()
+	f.ingress.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d", rec.Code)
+	}
+	// io.ReadAll asks for at least 512 bytes at a time: allow one buffer.
+	if src.n > 64+1+512 {
+		t.Fatalf("read %d bytes of a body limited to 64", src.n)
+	}
+	// With a declared length over the limit, nothing is read at all.
+	src2 := &countingReader{}
+	req = httptest.NewRequest(http.MethodPost, "/webhooks/open", io.LimitReader(src2, 1000))
+	req.ContentLength = 1000
+	rec = httptest.NewRecorder()
+	f.ingress.ServeHTTP(rec, req)
+	if rec.Code != http.StatusRequestEntityTooLarge || src2.n != 0 {
+		t.Fatalf("status %d, read %d", rec.Code, src2.n)
+	}
+}
+
+type failingJournal struct{}
+
+func (failingJournal) Append(context.Context, []journal.Event) ([]journal.Result, error) {
+	return nil, fmt.Errorf("append: %w", context.DeadlineExceeded)
+}
+
+// A journal that cannot commit means 503 and never a 2xx: against a real
+// pool pointed at a dead port, and against a real database whose
+// connections are killed mid-life.
+func TestJournalDownAnswers503(t *testing.T) {
+	ctx := context.Background()
+	dead, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dead.Close()
+	f := newFixtureOn(t, dead)
+	body := `{"type":"x"}`
+	r := f.post(t, "/webhooks/std", signStandard("msg_down", time.Now(), body), body)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(r.body, `"error"`) {
+		t.Fatalf("dead journal: %+v, want 503", r)
+	}
+	if got := f.count("std", "unavailable"); got != 1 {
+		t.Errorf("unavailable counter = %v", got)
+	}
+
+	// A live database that goes away: drop it under the running pool.
+	live := newFixture(t)
+	if r := live.post(t, "/webhooks/std", signStandard("msg_up", time.Now(), body), body); r.status != 202 {
+		t.Fatalf("live: %+v", r)
+	}
+	var name string
+	if err := live.pg.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	admin, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: testdb.ServerURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	if _, err := admin.Pool().Exec(ctx, `DROP DATABASE `+`"`+name+`"`+` WITH (FORCE)`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		r := live.post(t, "/webhooks/std", signStandard(fmt.Sprintf("msg_gone_%d", i), time.Now(), body), body)
+		if r.status != http.StatusServiceUnavailable {
+			t.Fatalf("after the database went away: %+v, want 503", r)
+		}
+	}
+}
+
+func TestAdmin(t *testing.T) {
+	f := newFixture(t)
+	// One request so the ingress counters exist.
+	f.post(t, "/webhooks/std", signStandard("msg_m", time.Now(), `{}`), `{}`)
+	admin := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: f.pg.Ready, Gatherer: f.reg, Token: "s3cret",
+		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }),
+	}))
+	defer admin.Close()
+	closed := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return journal.ErrNotMigrated }, Gatherer: f.reg,
+		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }),
+	}))
+	defer closed.Close()
+
+	get := func(base, path, token string) (int, string) {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	if s, _ := get(admin.URL, "/healthz", ""); s != 200 {
+		t.Errorf("healthz %d", s)
+	}
+	if s, b := get(admin.URL, "/readyz", ""); s != 200 {
+		t.Errorf("readyz %d %s", s, b)
+	}
+	if s, b := get(closed.URL, "/readyz", ""); s != 503 || !strings.Contains(b, "migrate") {
+		t.Errorf("readyz unmigrated %d %s", s, b)
+	}
+	s, b := get(admin.URL, "/metrics", "")
+	if s != 200 || !strings.Contains(b, `whguard_ingress_requests_total{provider="std",result="accepted"} 1`) ||
+		!strings.Contains(b, "whguard_ingress_duration_seconds") {
+		t.Errorf("metrics %d:\n%s", s, b)
+	}
+	if err := testutil.GatherAndCompare(f.reg, bytes.NewBufferString(`
+# HELP whguard_ingress_requests_total Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed).
+# TYPE whguard_ingress_requests_total counter
+whguard_ingress_requests_total{provider="std",result="accepted"} 1
+`), "whguard_ingress_requests_total"); err != nil {
+		t.Error(err)
+	}
+	for _, tc := range []struct {
+		base, token string
+		want        int
+	}{
+		{admin.URL, "", 401}, {admin.URL, "wrong", 401}, {admin.URL, "s3cret", 299},
+		{closed.URL, "", 401}, {closed.URL, "anything", 401},
+	} {
+		if s, _ := get(tc.base, "/api/events", tc.token); s != tc.want {
+			t.Errorf("api with token %q = %d, want %d", tc.token, s, tc.want)
+		}
+	}
+}
