@@ -1,0 +1,391 @@
+// Package forwarder delivers journaled webhooks to the backend: it leases
+// ready rows, POSTs each one outside any transaction with a stable
+// Idempotency-Key, and records the outcome fenced by the lease token:
+// done, retry after a jittered backoff, or dead (quarantine). A reaper
+// returns expired leases; a graceful stop hands unfinished leases back.
+package forwarder
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// Store is the part of the journal the forwarder works from.
+type Store interface {
+	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]journal.Delivery, error)
+	Complete(ctx context.Context, fs []journal.Finish) (int, error)
+	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
+	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
+	Stats(ctx context.Context) (journal.Stats, error)
+}
+
+var _ Store = (*journal.Postgres)(nil)
+
+// Target says where one provider's events go.
+type Target struct {
+	// BackendURL is the backend's base URL (WHGUARD_<NAME>_BACKEND_URL or
+	// WHGUARD_BACKEND_URL).
+	BackendURL string
+	// ForwardPath replaces the received path when set
+	// (WHGUARD_<NAME>_FORWARD_PATH).
+	ForwardPath string
+}
+
+// Defaults. The retry defaults ride out a backend outage of about eight
+// hours on average (see README, "Delivery guarantees"): 25 attempts with
+// full jitter from 5 s doubling to a 1 h cap.
+const (
+	DefaultTimeout      = 10 * time.Second
+	DefaultConcurrency  = 8
+	DefaultBaseDelay    = 5 * time.Second
+	DefaultMaxDelay     = time.Hour
+	DefaultMaxAttempts  = 25
+	DefaultPollInterval = time.Second
+	DefaultReapInterval = 2 * time.Second
+	DefaultLeaseMargin  = 10 * time.Second
+	DefaultStatsEvery   = 10 * time.Second
+	maxLeaseBatch       = 100
+	completeTimeout     = 10 * time.Second
+)
+
+// Config configures a Forwarder. Zero fields take the defaults above.
+type Config struct {
+	Store Store
+	// Targets maps provider names to targets; a provider without an entry
+	// is not delivered and its events wait.
+	Targets map[string]Target
+	// Timeout bounds one delivery (WHGUARD_FORWARD_TIMEOUT).
+	Timeout time.Duration
+	// Concurrency is the number of deliveries in flight at most.
+	Concurrency int
+	// Policy is the retry policy; zero fields take the defaults.
+	Policy Policy
+	// PollInterval is the fallback poll when no wake-up arrives.
+	PollInterval time.Duration
+	// ReapInterval is how often expired leases are looked for.
+	ReapInterval time.Duration
+	// LeaseMargin is added to Timeout for the lease (at most 30 s).
+	LeaseMargin time.Duration
+	// StatsInterval is how often the status gauges are refreshed.
+	StatsInterval time.Duration
+	// Listen, when set, runs until ctx ends and calls wake on every
+	// cross-process notification of new rows (LISTEN/NOTIFY).
+	Listen func(ctx context.Context, wake func()) error
+	// Client sends the deliveries; nil means a tuned client of our own.
+	Client *http.Client
+	// Metrics records delivery metrics; nil means none.
+	Metrics *Metrics
+	// Logger receives the forwarder's logs; nil means none.
+	Logger *zap.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Rand returns floats in [0, 1) for jitter; nil means math/rand/v2.
+	Rand func() float64
+}
+
+func (c *Config) withDefaults() error {
+	if c.Store == nil {
+		return errors.New("forwarder: no store")
+	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Policy.BaseDelay = cmp.Or(c.Policy.BaseDelay, DefaultBaseDelay)
+	c.Policy.MaxDelay = cmp.Or(c.Policy.MaxDelay, DefaultMaxDelay)
+	c.Policy.MaxAttempts = cmp.Or(c.Policy.MaxAttempts, DefaultMaxAttempts)
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
+	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
+	c.LeaseMargin = min(cmp.Or(c.LeaseMargin, DefaultLeaseMargin), 30*time.Second)
+	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsEvery)
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Client == nil {
+		c.Client = NewClient(c.Timeout, c.Concurrency)
+	}
+	for name, t := range c.Targets {
+		if t.BackendURL == "" {
+			return fmt.Errorf("forwarder: provider %s has no backend URL", name)
+		}
+	}
+	return nil
+}
+
+// Forwarder delivers leased events. Start it once; Stop it once or more.
+type Forwarder struct {
+	cfg  Config
+	log  *zap.Logger
+	wake chan struct{}
+
+	mu       sync.Mutex
+	started  bool
+	stopping chan struct{} // closed by Stop: no more leasing
+	loops    sync.WaitGroup
+	inflight sync.WaitGroup
+	slots    chan struct{}
+	// deliverCtx is cancelled when the shutdown deadline passes, to
+	// interrupt deliveries still running; their leases are released.
+	deliverCtx    context.Context
+	cancelDeliver context.CancelFunc
+	cancelLoops   context.CancelFunc
+}
+
+// New checks the configuration and builds a stopped Forwarder.
+func New(cfg Config) (*Forwarder, error) {
+	if err := cfg.withDefaults(); err != nil {
+		return nil, err
+	}
+	return &Forwarder{
+		cfg:      cfg,
+		log:      cfg.Logger,
+		wake:     make(chan struct{}, 1),
+		stopping: make(chan struct{}),
+		slots:    make(chan struct{}, cfg.Concurrency),
+	}, nil
+}
+
+// Wake asks the fetcher to look for ready rows now (the in-process signal
+// from the ingress after a commit). It never blocks.
+func (f *Forwarder) Wake() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Start spawns the fetcher, reaper, stats and listen loops and returns.
+func (f *Forwarder) Start(ctx context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.started {
+		return errors.New("forwarder: already started")
+	}
+	f.started = true
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	f.cancelLoops = cancel
+	f.deliverCtx, f.cancelDeliver = context.WithCancel(context.WithoutCancel(ctx))
+	f.goLoop(func() { f.fetchLoop(loopCtx) })
+	f.goLoop(func() { f.tickLoop(loopCtx, f.cfg.ReapInterval, f.reapOnce) })
+	f.goLoop(func() { f.tickLoop(loopCtx, f.cfg.StatsInterval, f.statsOnce) })
+	if f.cfg.Listen != nil {
+		f.goLoop(func() {
+			if err := f.cfg.Listen(loopCtx, f.Wake); err != nil && !errors.Is(err, context.Canceled) {
+				f.log.Warn("listen loop ended", zap.Error(err))
+			}
+		})
+	}
+	f.Wake()
+	return nil
+}
+
+func (f *Forwarder) goLoop(fn func()) {
+	f.loops.Add(1)
+	go func() {
+		defer f.loops.Done()
+		fn()
+	}()
+}
+
+// Stop stops leasing, lets in-flight deliveries finish until ctx is done,
+// then interrupts the rest and hands their leases back without spending
+// their attempt. It returns ctx.Err() if deliveries had to be interrupted.
+func (f *Forwarder) Stop(ctx context.Context) error {
+	f.mu.Lock()
+	if !f.started {
+		f.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-f.stopping:
+	default:
+		close(f.stopping)
+	}
+	f.mu.Unlock()
+
+	// The fetcher stops at once; the reaper and stats loops too.
+	f.cancelLoops()
+	f.loops.Wait()
+
+	done := make(chan struct{})
+	go func() {
+		f.inflight.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+		f.log.Warn("shutdown deadline reached: interrupting deliveries and releasing their leases")
+		f.cancelDeliver()
+		<-done
+	}
+	f.cancelDeliver()
+	return err
+}
+
+// fetchLoop leases up to the number of free delivery slots whenever it is
+// woken (a commit here, a NOTIFY from another replica, a finished delivery)
+// or the poll interval passes.
+func (f *Forwarder) fetchLoop(ctx context.Context) {
+	poll := time.NewTicker(f.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+		case <-poll.C:
+		}
+		for ctx.Err() == nil {
+			free := cap(f.slots) - len(f.slots)
+			if free == 0 {
+				break // a finished delivery wakes us
+			}
+			n := min(free, maxLeaseBatch)
+			leased, err := f.cfg.Store.Lease(ctx, n, f.cfg.Timeout+f.cfg.LeaseMargin)
+			if err != nil {
+				if ctx.Err() == nil {
+					f.log.Warn("lease failed", zap.Error(err))
+				}
+				break
+			}
+			for _, d := range leased {
+				f.slots <- struct{}{}
+				f.inflight.Add(1)
+				go f.deliver(d)
+			}
+			if len(leased) < n {
+				break
+			}
+		}
+	}
+}
+
+func (f *Forwarder) tickLoop(ctx context.Context, every time.Duration, once func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		once(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (f *Forwarder) reapOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	n, err := f.cfg.Store.ReapExpired(ctx, f.cfg.Policy.MaxAttempts)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("reap expired leases failed", zap.Error(err))
+		}
+		return
+	}
+	if n > 0 {
+		f.log.Warn("expired leases returned to retry", zap.Int("count", n))
+		f.cfg.Metrics.leaseExpired(n)
+		f.Wake()
+	}
+}
+
+func (f *Forwarder) statsOnce(ctx context.Context) {
+	if f.cfg.Metrics == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	s, err := f.cfg.Store.Stats(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("refresh event gauges failed", zap.Error(err))
+		}
+		return
+	}
+	f.cfg.Metrics.setStats(s)
+}
+
+// deliver runs one attempt and records its outcome.
+func (f *Forwarder) deliver(d journal.Delivery) {
+	defer func() {
+		<-f.slots
+		f.inflight.Done()
+		f.Wake()
+	}()
+	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
+		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
+	target, ok := f.cfg.Targets[d.Provider]
+	if !ok {
+		// Configuration changed under journaled events: keep them, retry later.
+		f.finish(log, d, journal.Finish{Status: journal.StatusRetry,
+			NextAttemptAt: f.cfg.Now().Add(f.cfg.Policy.MaxDelay),
+			LastError:     "no backend configured for provider " + d.Provider,
+			Attempt:       journal.Attempt{Number: d.Attempt, StartedAt: f.cfg.Now(), Error: "no_backend"}})
+		return
+	}
+	res := send(f.deliverCtx, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	if f.deliverCtx.Err() != nil && res.status == 0 {
+		// Interrupted by shutdown, not by the backend: hand the lease back
+		// without spending the attempt.
+		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+		defer cancel()
+		if _, err := f.cfg.Store.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken}); err != nil {
+			log.Warn("release lease failed; the reaper will return it", zap.Error(err))
+		}
+		return
+	}
+	dec := f.cfg.Policy.Decide(d.BudgetAttempt, res.status, res.retryAfter, f.cfg.Now(), f.cfg.Rand)
+	fin := journal.Finish{
+		ID: d.ID, LeaseToken: d.LeaseToken, Status: dec.Outcome,
+		Attempt: res.attempt(d.Attempt),
+	}
+	if dec.Outcome == OutcomeRetry {
+		fin.NextAttemptAt = f.cfg.Now().Add(dec.Delay)
+	}
+	if dec.Outcome != OutcomeDone {
+		fin.LastError = dec.Reason
+		if res.errClass != "" {
+			fin.LastError += " (" + res.errClass + ")"
+		}
+	}
+	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
+	switch dec.Outcome {
+	case OutcomeDone:
+		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))
+	case OutcomeRetry:
+		log.Info("delivery failed; will retry", zap.Int("status", res.status), zap.String("error", res.errClass), zap.Duration("in", dec.Delay))
+	case OutcomeDead:
+		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
+	}
+	f.finish(log, d, fin)
+}
+
+func (f *Forwarder) finish(log *zap.Logger, d journal.Delivery, fin journal.Finish) {
+	fin.ID, fin.LeaseToken = d.ID, d.LeaseToken
+	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+	defer cancel()
+	n, err := f.cfg.Store.Complete(ctx, []journal.Finish{fin})
+	switch {
+	case err != nil:
+		// The lease will expire and the reaper returns the row: a repeat
+		// delivery, never a loss.
+		log.Warn("record outcome failed; the event will be delivered again", zap.Error(err))
+	case n == 0:
+		log.Warn("lease lost before the outcome was recorded (expired and taken over)")
+	}
+}

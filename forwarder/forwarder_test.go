@@ -1,0 +1,535 @@
+package forwarder_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+)
+
+var dbURL string
+
+func TestMain(m *testing.M) { os.Exit(testdb.Main(m, "forwarder", &dbURL)) }
+
+func openJournal(t *testing.T) *journal.Postgres {
+	t.Helper()
+	ctx := context.Background()
+	u, drop, err := testdb.Create(ctx, "fw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pg.Close)
+	if _, err := pg.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return pg
+}
+
+func appendEvent(t *testing.T, j *journal.Postgres, id string) int64 {
+	t.Helper()
+	r, err := j.Append(context.Background(), []journal.Event{{
+		Provider: "acme", EventID: id, ContentHash: "h-" + id,
+		Headers: http.Header{
+			"Content-Type":      {"application/json"},
+			"Webhook-Signature": {"v1,sig-" + id},
+			"Connection":        {"keep-alive, X-Private"},
+			"X-Private":         {"hop"},
+			"Idempotency-Key":   {"sender-chosen"},
+			"X-Whguard-Attempt": {"999"},
+		},
+		Body: []byte(`{"id":"` + id + `"}`), Path: "/webhooks/acme", RawQuery: "a=1&b=2",
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r[0].ID
+}
+
+// recorder is a backend that records every request and answers from a
+// script (then 200 when the script runs out).
+type recorder struct {
+	mu       sync.Mutex
+	reqs     []recorded
+	script   []func(w http.ResponseWriter)
+	delay    time.Duration
+	received chan struct{}
+}
+
+type recorded struct {
+	at     time.Time
+	header http.Header
+	body   string
+	uri    string
+}
+
+func newRecorder(t *testing.T, script ...func(w http.ResponseWriter)) (*recorder, *httptest.Server) {
+	rec := &recorder{script: script, received: make(chan struct{}, 10000)}
+	srv := httptest.NewServer(rec)
+	t.Cleanup(srv.Close)
+	return rec, srv
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	b, _ := io.ReadAll(req.Body)
+	r.mu.Lock()
+	r.reqs = append(r.reqs, recorded{time.Now(), req.Header.Clone(), string(b), req.RequestURI})
+	var step func(w http.ResponseWriter)
+	if len(r.script) > 0 {
+		step, r.script = r.script[0], r.script[1:]
+	}
+	delay := r.delay
+	r.mu.Unlock()
+	r.received <- struct{}{}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-req.Context().Done():
+			return
+		}
+	}
+	if step != nil {
+		step(w)
+		return
+	}
+	w.WriteHeader(200)
+}
+
+func (r *recorder) requests() []recorded {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]recorded(nil), r.reqs...)
+}
+
+func status(code int, headers ...string) func(w http.ResponseWriter) {
+	return func(w http.ResponseWriter) {
+		for i := 0; i+1 < len(headers); i += 2 {
+			w.Header().Set(headers[i], headers[i+1])
+		}
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "answer %d", code)
+	}
+}
+
+func startForwarder(t *testing.T, j *journal.Postgres, backend string, mod func(*forwarder.Config)) (*forwarder.Forwarder, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	cfg := forwarder.Config{
+		Store:         j,
+		Targets:       map[string]forwarder.Target{"acme": {BackendURL: backend}},
+		Timeout:       2 * time.Second,
+		Policy:        forwarder.Policy{BaseDelay: 20 * time.Millisecond, MaxDelay: 100 * time.Millisecond, MaxAttempts: 5},
+		PollInterval:  50 * time.Millisecond,
+		ReapInterval:  100 * time.Millisecond,
+		StatsInterval: 100 * time.Millisecond,
+		Metrics:       forwarder.NewMetrics(reg),
+		Logger:        zaptest.NewLogger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	f, err := forwarder.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		f.Stop(ctx)
+	})
+	return f, reg
+}
+
+// waitStatus polls the journal until the event reaches want.
+func waitStatus(t *testing.T, j *journal.Postgres, id int64, want string, within time.Duration) *journal.Detail {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d, err := j.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == want {
+			return d
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %d is %s after %s, want %s (last error %q)", id, d.Status, within, want, d.LastError)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func TestRetriesThenDelivered(t *testing.T) {
+	j := openJournal(t)
+	rec, srv := newRecorder(t, status(500), status(502), status(429, "Retry-After", "1"), status(200))
+	id := appendEvent(t, j, "evt_retry")
+	startForwarder(t, j, srv.URL, nil)
+
+	d := waitStatus(t, j, id, journal.StatusDone, 15*time.Second)
+	reqs := rec.requests()
+	if len(reqs) != 4 || d.Attempts != 4 || len(d.AttemptLog) != 4 {
+		t.Fatalf("requests %d attempts %d log %d, want 4", len(reqs), d.Attempts, len(d.AttemptLog))
+	}
+	key := reqs[0].header.Get("Idempotency-Key")
+	if key == "" || key == "sender-chosen" || key != forwarder.IdempotencyKey("acme", "evt_retry") {
+		t.Fatalf("idempotency key %q", key)
+	}
+	for i, r := range reqs {
+		if r.header.Get("Idempotency-Key") != key {
+			t.Fatalf("attempt %d key %q differs from %q", i+1, r.header.Get("Idempotency-Key"), key)
+		}
+		if r.header.Get("X-Whguard-Attempt") != fmt.Sprint(i+1) {
+			t.Fatalf("attempt %d header %q", i+1, r.header.Get("X-Whguard-Attempt"))
+		}
+		if r.body != `{"id":"evt_retry"}` || r.uri != "/webhooks/acme?a=1&b=2" {
+			t.Fatalf("attempt %d body %q uri %q", i+1, r.body, r.uri)
+		}
+	}
+	if gap := reqs[3].at.Sub(reqs[2].at); gap < time.Second {
+		t.Fatalf("retry after 429 came %s later, want ≥ 1s (Retry-After)", gap)
+	}
+	wantCodes := []int{500, 502, 429, 200}
+	for i, a := range d.AttemptLog {
+		if a.Number != i+1 || a.StatusCode != wantCodes[i] || a.StartedAt.IsZero() {
+			t.Fatalf("attempt log[%d] = %+v", i, a)
+		}
+	}
+	if d.AttemptLog[0].ResponseExcerpt != "answer 500" {
+		t.Fatalf("excerpt %q", d.AttemptLog[0].ResponseExcerpt)
+	}
+	h := reqs[0].header
+	if h.Get("Webhook-Signature") != "v1,sig-evt_retry" || h.Get("X-Whguard-Provider") != "acme" ||
+		h.Get("X-Whguard-Event-Id") != fmt.Sprint(id) || h.Get("Content-Type") != "application/json" {
+		t.Fatalf("headers not forwarded as expected: %v", h)
+	}
+	if h.Get("X-Private") != "" {
+		t.Fatalf("a header named in Connection was forwarded: %v", h)
+	}
+}
+
+func TestPermanentFailureIsDeadAtOnce(t *testing.T) {
+	j := openJournal(t)
+	rec, srv := newRecorder(t, status(422))
+	id := appendEvent(t, j, "evt_422")
+	_, reg := startForwarder(t, j, srv.URL, nil)
+	d := waitStatus(t, j, id, journal.StatusDead, 10*time.Second)
+	time.Sleep(300 * time.Millisecond) // would a retry come?
+	if n := len(rec.requests()); n != 1 || d.Attempts != 1 {
+		t.Fatalf("requests %d attempts %d, want 1", n, d.Attempts)
+	}
+	if d.LastError == "" {
+		t.Fatal("dead without last_error")
+	}
+	if v := metricValue(t, reg, "whguard_deliveries_total", map[string]string{"provider": "acme", "outcome": "dead"}); v != 1 {
+		t.Fatalf("dead counter %v", v)
+	}
+}
+
+// metricValue reads one counter or gauge sample from reg by its labels.
+func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if want, ok := labels[l.GetName()]; ok && want != l.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return 0
+}
+
+func TestAlways503IsDeadAfterMaxAttemptsThenReplay(t *testing.T) {
+	j := openJournal(t)
+	var fail atomic.Bool
+	fail.Store(true)
+	var mu sync.Mutex
+	var got []recorded
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		got = append(got, recorded{time.Now(), r.Header.Clone(), string(b), r.RequestURI})
+		mu.Unlock()
+		if fail.Load() {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	id := appendEvent(t, j, "evt_503")
+	startForwarder(t, j, srv.URL, nil)
+	d := waitStatus(t, j, id, journal.StatusDead, 15*time.Second)
+	mu.Lock()
+	n := len(got)
+	mu.Unlock()
+	if n != 5 || d.Attempts != 5 {
+		t.Fatalf("requests %d attempts %d, want exactly 5 (max attempts)", n, d.Attempts)
+	}
+
+	fail.Store(false)
+	if err := j.Replay(context.Background(), id, "backend fixed"); err != nil {
+		t.Fatal(err)
+	}
+	d = waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 6 {
+		t.Fatalf("after replay %d requests, want 6 (delivered once)", len(got))
+	}
+	last, first := got[5], got[0]
+	if last.header.Get("Idempotency-Key") != first.header.Get("Idempotency-Key") || last.body != first.body {
+		t.Fatal("replay changed the key or the body")
+	}
+	if last.header.Get("X-Whguard-Attempt") != "6" {
+		t.Fatalf("replayed attempt header %q, want 6 (keeps counting)", last.header.Get("X-Whguard-Attempt"))
+	}
+	if len(d.Replays) != 1 || d.Replays[0].Reason != "backend fixed" || d.Replays[0].FromStatus != "dead" {
+		t.Fatalf("replay audit %+v", d.Replays)
+	}
+	// Replaying an event that is not dead or done is refused.
+	id2 := appendEvent(t, j, "evt_not_dead")
+	if err := j.Replay(context.Background(), id2, "x"); !errors.Is(err, journal.ErrNotReplayable) {
+		waitStatus(t, j, id2, journal.StatusDone, 5*time.Second) // it may have been delivered already
+		if err := j.Replay(context.Background(), id2, "again"); err != nil {
+			t.Fatalf("replay of a done event: %v", err)
+		}
+	}
+	if err := j.Replay(context.Background(), 1<<40, "x"); err != journal.ErrNotFound {
+		t.Fatalf("replay of a missing event: %v", err)
+	}
+}
+
+// Two forwarders on one journal, both healthy: every event is delivered
+// exactly once.
+func TestTwoForwardersNoDoubleDelivery(t *testing.T) {
+	j := openJournal(t)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get("Idempotency-Key")]++
+		mu.Unlock()
+		time.Sleep(time.Millisecond)
+		w.WriteHeader(200)
+	}))
+	defer srv.Close()
+	const n = 400
+	startForwarder(t, j, srv.URL, nil)
+	startForwarder(t, j, srv.URL, nil)
+	var batch []journal.Event
+	for i := range n {
+		batch = append(batch, journal.Event{Provider: "acme", EventID: fmt.Sprintf("e%d", i), ContentHash: "h",
+			Body: []byte("{}"), Path: "/w", Headers: http.Header{}})
+		if len(batch) == 50 {
+			if _, err := j.Append(context.Background(), batch); err != nil {
+				t.Fatal(err)
+			}
+			batch = nil
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s.ByStatus["done"] == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("only %v after 30s", s.ByStatus)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != n {
+		t.Fatalf("%d distinct keys delivered, want %d", len(seen), n)
+	}
+	for k, c := range seen {
+		if c != 1 {
+			t.Fatalf("key %s delivered %d times", k, c)
+		}
+	}
+}
+
+// A worker whose lease expired and was taken over cannot record an outcome.
+func TestLateWorkerCannotFinish(t *testing.T) {
+	j := openJournal(t)
+	ctx := context.Background()
+	id := appendEvent(t, j, "evt_late")
+	first, err := j.Lease(ctx, 10, 50*time.Millisecond)
+	if err != nil || len(first) != 1 {
+		t.Fatalf("lease: %v %v", first, err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n, err := j.ReapExpired(ctx, 5); err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	second, err := j.Lease(ctx, 10, time.Minute)
+	if err != nil || len(second) != 1 || second[0].LeaseToken == first[0].LeaseToken {
+		t.Fatalf("second lease: %v %v", second, err)
+	}
+	if second[0].Attempt != 2 {
+		t.Fatalf("second lease attempt %d, want 2", second[0].Attempt)
+	}
+	n, err := j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: first[0].LeaseToken, Status: journal.StatusDone,
+		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}})
+	if err != nil || n != 0 {
+		t.Fatalf("late complete took effect: %d %v", n, err)
+	}
+	d, _ := j.Get(ctx, id)
+	if d.Status != journal.StatusProcessing || len(d.AttemptLog) != 0 {
+		t.Fatalf("late worker changed the row: %s, %d attempts logged", d.Status, len(d.AttemptLog))
+	}
+	n, err = j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: second[0].LeaseToken, Status: journal.StatusDone,
+		Attempt: journal.Attempt{Number: 2, StartedAt: time.Now()}}})
+	if err != nil || n != 1 {
+		t.Fatalf("current holder's complete: %d %v", n, err)
+	}
+	// A random token never matches.
+	if n, _ := j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: uuid.New(), Status: journal.StatusDead}}); n != 0 {
+		t.Fatal("random token completed a row")
+	}
+}
+
+// The reaper in a running forwarder returns an abandoned lease within
+// seconds and counts it.
+func TestReaperReturnsAbandonedLease(t *testing.T) {
+	j := openJournal(t)
+	id := appendEvent(t, j, "evt_abandoned")
+	if ds, err := j.Lease(context.Background(), 1, 200*time.Millisecond); err != nil || len(ds) != 1 {
+		t.Fatalf("lease: %v %v", ds, err)
+	}
+	rec, srv := newRecorder(t)
+	_, reg := startForwarder(t, j, srv.URL, nil)
+	d := waitStatus(t, j, id, journal.StatusDone, 5*time.Second)
+	if len(rec.requests()) != 1 || d.Attempts != 2 {
+		t.Fatalf("requests %d attempts %d", len(rec.requests()), d.Attempts)
+	}
+	if v := metricValue(t, reg, "whguard_lease_expired_total", nil); v != 1 {
+		t.Fatalf("lease_expired_total = %v", v)
+	}
+}
+
+// New rows are picked up at once through the in-process wake-up and through
+// LISTEN/NOTIFY, with the poll fallback set to an hour.
+func TestWakeUps(t *testing.T) {
+	for _, mode := range []string{"in-process", "notify"} {
+		t.Run(mode, func(t *testing.T) {
+			j := openJournal(t)
+			rec, srv := newRecorder(t)
+			f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+				c.PollInterval = time.Hour
+				c.ReapInterval = time.Hour
+				if mode == "notify" {
+					c.Listen = j.Listen
+				}
+			})
+			time.Sleep(300 * time.Millisecond) // let the first poll and LISTEN happen
+			start := time.Now()
+			appendEvent(t, j, "evt_wake_"+mode)
+			if mode == "in-process" {
+				f.Wake()
+			}
+			select {
+			case <-rec.received:
+			case <-time.After(3 * time.Second):
+				t.Fatal("not delivered within 3s with polling off")
+			}
+			if took := time.Since(start); took > time.Second {
+				t.Fatalf("wake-up took %s", took)
+			}
+		})
+	}
+}
+
+// Stop with a delivery stuck past the deadline: the lease is handed back
+// without spending the attempt; the event is due again.
+func TestStopReleasesUnfinishedLease(t *testing.T) {
+	j := openJournal(t)
+	rec, srv := newRecorder(t)
+	rec.delay = 10 * time.Second
+	id := appendEvent(t, j, "evt_stuck")
+	f, err := forwarder.New(forwarder.Config{
+		Store: j, Targets: map[string]forwarder.Target{"acme": {BackendURL: srv.URL}},
+		Timeout: 30 * time.Second, PollInterval: 50 * time.Millisecond, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-rec.received:
+	case <-time.After(5 * time.Second):
+		t.Fatal("not delivered")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := f.Stop(ctx); err == nil {
+		t.Fatal("Stop reported no interruption")
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Stop took %s", took)
+	}
+	d, err := j.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != journal.StatusPending || d.Attempts != 0 || len(d.AttemptLog) != 0 {
+		t.Fatalf("after stop: status %s attempts %d log %d, want pending/0/0", d.Status, d.Attempts, len(d.AttemptLog))
+	}
+	if err := f.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestConnectionRefusedRetries(t *testing.T) {
+	j := openJournal(t)
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there now
+	id := appendEvent(t, j, "evt_refused")
+	startForwarder(t, j, url, func(c *forwarder.Config) { c.Policy.MaxAttempts = 2 })
+	d := waitStatus(t, j, id, journal.StatusDead, 10*time.Second)
+	if len(d.AttemptLog) != 2 || d.AttemptLog[0].Error != "connection_refused" || d.AttemptLog[0].StatusCode != 0 {
+		t.Fatalf("attempt log %+v", d.AttemptLog)
+	}
+}

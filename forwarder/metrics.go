@@ -1,0 +1,76 @@
+package forwarder
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// Metrics holds the delivery metrics of SPEC 7. A nil *Metrics records
+// nothing.
+type Metrics struct {
+	deliveries *prometheus.CounterVec
+	duration   *prometheus.HistogramVec
+	events     *prometheus.GaugeVec
+	oldest     *prometheus.GaugeVec
+	expired    prometheus.Counter
+}
+
+// NewMetrics registers the delivery metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "whguard_deliveries_total",
+			Help: "Delivery attempts by provider and outcome (done, retry, dead).",
+		}, []string{"provider", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "whguard_delivery_duration_seconds",
+			Help:    "Duration of one delivery attempt to the backend.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"provider"}),
+		events: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "whguard_events",
+			Help: "Journaled events by status (refreshed every few seconds).",
+		}, []string{"status"}),
+		oldest: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "whguard_oldest_pending_age_seconds",
+			Help: "Age of the oldest event not yet delivered (pending, retry or processing), by provider.",
+		}, []string{"provider"}),
+		expired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "whguard_lease_expired_total",
+			Help: "Leases that expired before their outcome was recorded (worker crash or overrun).",
+		}),
+	}
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired)
+	return m
+}
+
+func (m *Metrics) delivery(provider, outcome string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.deliveries.WithLabelValues(provider, outcome).Inc()
+	m.duration.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+func (m *Metrics) leaseExpired(n int) {
+	if m == nil {
+		return
+	}
+	m.expired.Add(float64(n))
+}
+
+func (m *Metrics) setStats(s journal.Stats) {
+	if m == nil {
+		return
+	}
+	for _, st := range []string{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
+		m.events.WithLabelValues(st).Set(float64(s.ByStatus[st]))
+	}
+	m.oldest.Reset()
+	for p, age := range s.OldestUndelivered {
+		m.oldest.WithLabelValues(p).Set(age.Seconds())
+	}
+}

@@ -1,0 +1,116 @@
+package forwarder
+
+import (
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Outcome classes of one attempt.
+const (
+	OutcomeDone  = "done"
+	OutcomeRetry = "retry"
+	OutcomeDead  = "dead"
+)
+
+// MaxRetryAfter caps how long a backend's Retry-After can push a retry.
+const MaxRetryAfter = time.Hour
+
+// Policy decides what follows an attempt. It is a pure function of its
+// inputs: the attempt number within the budget, the answer (or its
+// absence), the clock and a random source.
+type Policy struct {
+	// BaseDelay is the backoff before the first retry (its upper bound).
+	BaseDelay time.Duration
+	// MaxDelay caps the exponential backoff.
+	MaxDelay time.Duration
+	// MaxAttempts is the budget of attempts; reaching it means dead.
+	MaxAttempts int
+}
+
+// Decision is what to do after an attempt.
+type Decision struct {
+	Outcome string
+	// Delay until the next attempt, for OutcomeRetry.
+	Delay time.Duration
+	// Reason is a short, loggable explanation.
+	Reason string
+}
+
+// Decide applies SPEC 5: 2xx done; connection errors, timeouts, 408, 425,
+// 429 and 5xx retry after a full-jitter exponential backoff, or later when
+// the backend's Retry-After asks for longer (capped at an hour); any other
+// status is permanent (dead at once); a spent budget is dead.
+//
+// status is 0 when the attempt got no response (err names why).
+// budgetAttempt is 1-based. rnd returns a float in [0, 1).
+func (p Policy) Decide(budgetAttempt, status int, retryAfter string, now time.Time, rnd func() float64) Decision {
+	switch {
+	case status >= 200 && status < 300:
+		return Decision{Outcome: OutcomeDone, Reason: "delivered"}
+	case status != 0 && !retryable(status):
+		return Decision{Outcome: OutcomeDead, Reason: "permanent: backend answered " + strconv.Itoa(status)}
+	}
+	reason := "no response"
+	if status != 0 {
+		reason = "backend answered " + strconv.Itoa(status)
+	}
+	if budgetAttempt >= p.MaxAttempts {
+		return Decision{Outcome: OutcomeDead, Reason: "attempts exhausted: " + reason}
+	}
+	delay := p.Backoff(budgetAttempt, rnd)
+	if hint, ok := parseRetryAfter(retryAfter, now); ok && hint > delay {
+		delay = min(hint, MaxRetryAfter)
+	}
+	return Decision{Outcome: OutcomeRetry, Delay: delay, Reason: reason}
+}
+
+// Backoff is full jitter (AWS architecture blog, "Exponential Backoff And
+// Jitter"): uniform in [0, min(MaxDelay, BaseDelay·2^(attempt-1))).
+func (p Policy) Backoff(budgetAttempt int, rnd func() float64) time.Duration {
+	ceiling := p.MaxDelay
+	if shift := budgetAttempt - 1; shift < 40 {
+		if c := p.BaseDelay << shift; c > 0 && c < ceiling {
+			ceiling = c
+		}
+	}
+	if rnd == nil {
+		rnd = rand.Float64
+	}
+	return time.Duration(rnd() * float64(ceiling))
+}
+
+func retryable(status int) bool {
+	switch status {
+	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+		return true
+	}
+	return status >= 500
+}
+
+// parseRetryAfter reads delay-seconds or an HTTP date (RFC 9110 10.2.3).
+func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if secs, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if secs < 0 {
+			return 0, false
+		}
+		if secs > int64(MaxRetryAfter/time.Second) {
+			return MaxRetryAfter, true
+		}
+		return time.Duration(secs) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		d := t.Sub(now)
+		if d < 0 {
+			return 0, false
+		}
+		return min(d, MaxRetryAfter), true
+	}
+	return 0, false
+}

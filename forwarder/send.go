@@ -1,0 +1,183 @@
+package forwarder
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/textproto"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+	"unicode/utf8"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// Headers whguard sets on every delivery.
+const (
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderEventID        = "X-Whguard-Event-Id"
+	HeaderAttempt        = "X-Whguard-Attempt"
+	HeaderProvider       = "X-Whguard-Provider"
+)
+
+// excerptBytes bounds the response excerpt kept per attempt.
+const excerptBytes = 512
+
+// IdempotencyKey is the stable key of one event: identical on every attempt
+// and replay (it depends only on the journal key), different across events.
+func IdempotencyKey(provider, eventID string) string {
+	sum := sha256.Sum256([]byte(provider + "\x00" + eventID))
+	return "whg_" + hex.EncodeToString(sum[:16])
+}
+
+// NewClient is the delivery client: connections reused across deliveries,
+// every phase bounded, redirects not followed (a 3xx is an answer), and no
+// proxy from the environment (the backend is a neighbour, not the internet).
+func NewClient(timeout time.Duration, concurrency int) *http.Client {
+	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	return &http.Client{
+		Timeout: timeout,
+		Transport: &http.Transport{
+			DialContext:           dialer.DialContext,
+			MaxIdleConns:          concurrency * 2,
+			MaxIdleConnsPerHost:   concurrency * 2,
+			IdleConnTimeout:       90 * time.Second,
+			TLSHandshakeTimeout:   5 * time.Second,
+			ResponseHeaderTimeout: timeout,
+			ExpectContinueTimeout: time.Second,
+		},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// hopHeaders are dropped before forwarding (RFC 9110 7.6.1), with the
+// headers the transport sets itself.
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
+	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
+	"Content-Length", "Host", "Accept-Encoding",
+}
+
+// BuildRequest makes the delivery request of SPEC 5: target URL and path,
+// exact body, received headers minus hop-by-hop ones, plus whguard's.
+func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Request, error) {
+	base, err := url.Parse(t.BackendURL)
+	if err != nil {
+		return nil, err
+	}
+	u := *base
+	path := d.Path
+	if t.ForwardPath != "" {
+		path = t.ForwardPath
+	}
+	u.Path = strings.TrimSuffix(base.Path, "/") + path
+	u.RawPath = ""
+	u.RawQuery = d.RawQuery
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(d.Body))
+	if err != nil {
+		return nil, err
+	}
+	h := d.Headers.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	for _, f := range h.Values("Connection") {
+		for _, name := range strings.Split(f, ",") {
+			h.Del(strings.TrimSpace(name))
+		}
+	}
+	for _, name := range hopHeaders {
+		h.Del(name)
+	}
+	for name := range h {
+		// A sender cannot spoof whguard's own headers.
+		if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(name), "X-Whguard-") {
+			delete(h, name)
+		}
+	}
+	h.Set(HeaderIdempotencyKey, IdempotencyKey(d.Provider, d.EventID))
+	h.Set(HeaderEventID, strconv.FormatInt(d.ID, 10))
+	h.Set(HeaderAttempt, strconv.Itoa(d.Attempt))
+	h.Set(HeaderProvider, d.Provider)
+	req.Header = h
+	req.ContentLength = int64(len(d.Body))
+	return req, nil
+}
+
+// sendResult is what one attempt produced.
+type sendResult struct {
+	started    time.Time
+	duration   time.Duration
+	status     int
+	retryAfter string
+	errClass   string
+	excerpt    string
+}
+
+func (r sendResult) attempt(number int) journal.Attempt {
+	return journal.Attempt{
+		Number: number, StartedAt: r.started, DurationMS: r.duration.Milliseconds(),
+		StatusCode: r.status, Error: r.errClass, ResponseExcerpt: r.excerpt,
+	}
+}
+
+func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery, timeout time.Duration, now func() time.Time) sendResult {
+	res := sendResult{started: now()}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	req, err := BuildRequest(ctx, t, d)
+	if err != nil {
+		res.errClass = "bad_target"
+		return res
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		res.duration = now().Sub(res.started)
+		res.errClass = classify(err)
+		return res
+	}
+	defer resp.Body.Close()
+	res.status = resp.StatusCode
+	res.retryAfter = resp.Header.Get("Retry-After")
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	res.excerpt = strings.ToValidUTF8(string(b), "\uFFFD")
+	for !utf8.ValidString(res.excerpt) {
+		res.excerpt = res.excerpt[:len(res.excerpt)-1]
+	}
+	// Drain a little more so the connection can be reused.
+	_, _ = io.CopyN(io.Discard, resp.Body, 64<<10)
+	res.duration = now().Sub(res.started)
+	return res
+}
+
+// classify names an error without its details (no URLs with credentials,
+// no payload): what the inspector shows as the attempt's error.
+func classify(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, os.ErrDeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "timeout"
+	case errors.Is(err, context.Canceled):
+		return "cancelled"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection_refused"
+	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return "connection_reset"
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return "dns"
+	}
+	return "connection_error"
+}

@@ -1,0 +1,214 @@
+package journal
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+)
+
+// Delivery is one leased event: everything the forwarder needs to deliver
+// it, and the lease that fences its outcome.
+type Delivery struct {
+	ID        int64
+	Provider  string
+	EventID   string
+	EventType string
+	// Attempt is the 1-based number of this attempt (X-Whguard-Attempt); it
+	// keeps counting across replays.
+	Attempt int
+	// BudgetAttempt is the 1-based number of this attempt within the current
+	// budget (a replay starts a fresh budget).
+	BudgetAttempt int
+	Headers       http.Header
+	Body          []byte
+	Path          string
+	RawQuery      string
+	ReceivedAt    time.Time
+	// LeaseToken fences every state change of this lease.
+	LeaseToken uuid.UUID
+	// LeaseExpiresAt is when the reaper may take the row back.
+	LeaseExpiresAt time.Time
+}
+
+// Attempt is the record of one delivery attempt.
+type Attempt struct {
+	Number     int       `json:"number"`
+	StartedAt  time.Time `json:"started_at"`
+	DurationMS int64     `json:"duration_ms"`
+	StatusCode int       `json:"status_code"`
+	// Error is the error class for attempts that got no response
+	// (connection_refused, timeout, …), else "".
+	Error           string `json:"error"`
+	ResponseExcerpt string `json:"response_excerpt"`
+}
+
+// Finish is the outcome of one leased delivery.
+type Finish struct {
+	ID         int64
+	LeaseToken uuid.UUID
+	// Status is StatusDone, StatusRetry or StatusDead.
+	Status string
+	// NextAttemptAt is when a retry is due (Status == StatusRetry).
+	NextAttemptAt time.Time
+	// LastError summarises the attempt for the inspector ("" when done).
+	LastError string
+	Attempt   Attempt
+}
+
+// Lease claims up to n ready rows (pending or retry, due now) for leaseFor:
+// status processing, a fresh random token, the attempt counted. SKIP LOCKED
+// lets concurrent forwarders take disjoint rows without waiting.
+func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error) {
+	rows, err := p.pool.Query(ctx, sqlLease, n, leaseFor.Seconds())
+	if err != nil {
+		return nil, fmt.Errorf("lease events: %w", err)
+	}
+	var (
+		out     []Delivery
+		d       Delivery
+		headers []byte
+		base    int
+	)
+	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
+		&d.LeaseToken, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
+		c := d
+		c.BudgetAttempt = d.Attempt - base
+		c.Headers = http.Header{}
+		if err := json.Unmarshal(headers, &c.Headers); err != nil {
+			return fmt.Errorf("decode headers of event %d: %w", d.ID, err)
+		}
+		c.Body = append([]byte(nil), d.Body...)
+		out = append(out, c)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("lease events: %w", err)
+	}
+	return out, nil
+}
+
+// Complete records outcomes, each only where the row's id and lease token
+// still match: a worker whose lease expired (and was handed to another)
+// changes nothing. The attempt is recorded with the state change, in the
+// same statement. It returns how many outcomes took effect.
+func (p *Postgres) Complete(ctx context.Context, fs []Finish) (int, error) {
+	if len(fs) == 0 {
+		return 0, nil
+	}
+	n := len(fs)
+	ids, tokens := make([]int64, n), make([]uuid.UUID, n)
+	statuses, lastErrs := make([]string, n), make([]string, n)
+	next := make([]time.Time, n)
+	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
+	started := make([]time.Time, n)
+	errs, excerpts := make([]string, n), make([]string, n)
+	for i, f := range fs {
+		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, f.LeaseToken, f.Status, f.LastError
+		next[i] = f.NextAttemptAt
+		if next[i].IsZero() {
+			next[i] = time.Now()
+		}
+		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
+		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
+	}
+	var done int
+	err := p.pool.QueryRow(ctx, sqlComplete, ids, tokens, statuses, next, lastErrs,
+		numbers, started, durations, codes, errs, excerpts).Scan(&done)
+	if err != nil {
+		return 0, fmt.Errorf("complete %d deliveries: %w", n, err)
+	}
+	return done, nil
+}
+
+// Release hands unfinished leases back without spending their attempt (a
+// graceful shutdown): the row is due again at once.
+func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
+	tag, err := p.pool.Exec(ctx, sqlRelease, ids, tokens)
+	if err != nil {
+		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// ReapExpired returns rows whose lease has expired to retry (due now), or to
+// dead when their budget of maxAttempts is spent. The attempt stays counted:
+// the delivery may have reached the backend before the worker died.
+func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
+	tag, err := p.pool.Exec(ctx, sqlReap, maxAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("reap expired leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+const sqlLease = `
+WITH ready AS (
+    SELECT id FROM whguard_events
+    WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
+    ORDER BY next_attempt_at, id
+    LIMIT $1
+    FOR UPDATE SKIP LOCKED
+), leased AS (
+    UPDATE whguard_events ev
+    SET status = 'processing',
+        attempts = ev.attempts + 1,
+        lease_token = gen_random_uuid(),
+        lease_expires_at = now() + make_interval(secs => $2),
+        updated_at = now()
+    FROM ready
+    WHERE ev.id = ready.id
+    RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
+              ev.lease_token, ev.lease_expires_at, ev.received_at
+)
+SELECT l.*, p.headers, p.body, p.path, p.raw_query
+FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
+ORDER BY l.id`
+
+const sqlComplete = `
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::timestamptz[], $5::text[],
+                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[])
+           AS f(id, token, status, next_at, last_error, number, started_at, duration_ms, status_code, error, excerpt)
+), upd AS (
+    UPDATE whguard_events ev
+    SET status = f.status,
+        next_attempt_at = CASE WHEN f.status = 'retry' THEN f.next_at ELSE ev.next_attempt_at END,
+        last_error = f.last_error,
+        lease_token = NULL,
+        lease_expires_at = NULL,
+        updated_at = now()
+    FROM f
+    WHERE ev.id = f.id AND ev.lease_token = f.token AND ev.status = 'processing'
+    RETURNING ev.id
+), att AS (
+    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
+    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
+    FROM f JOIN upd ON upd.id = f.id
+)
+SELECT count(*) FROM upd`
+
+const sqlRelease = `
+UPDATE whguard_events ev
+SET status = CASE WHEN ev.attempts - 1 > ev.budget_base OR ev.last_error <> '' THEN 'retry' ELSE 'pending' END,
+    attempts = ev.attempts - 1,
+    next_attempt_at = now(),
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+FROM unnest($1::bigint[], $2::uuid[]) AS r(id, token)
+WHERE ev.id = r.id AND ev.lease_token = r.token AND ev.status = 'processing'`
+
+const sqlReap = `
+UPDATE whguard_events
+SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END,
+    last_error = 'lease expired: the worker stopped or overran its lease',
+    next_attempt_at = now(),
+    lease_token = NULL,
+    lease_expires_at = NULL,
+    updated_at = now()
+WHERE status = 'processing' AND lease_expires_at < now()`

@@ -1,0 +1,50 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
+)
+
+// Listen holds a dedicated connection LISTENing on NotifyChannel and calls
+// wake for every notification, until ctx ends. A broken connection is
+// re-established with a growing pause (up to 10 s); meanwhile the
+// forwarder's poll is the fallback. It returns ctx.Err().
+func (p *Postgres) Listen(ctx context.Context, wake func()) error {
+	pause := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := p.listenOnce(ctx, wake)
+		if ctx.Err() != nil {
+			break
+		}
+		p.log.Warn("LISTEN connection lost; polling until it is back", zap.Error(err), zap.Duration("retry_in", pause))
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+		pause = min(pause*2, 10*time.Second)
+	}
+	return ctx.Err()
+}
+
+func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
+	conn, err := pgx.ConnectConfig(ctx, p.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("connect for LISTEN: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
+		return fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
+	}
+	// Rows may have been committed while we were not listening.
+	wake()
+	for {
+		if _, err := conn.WaitForNotification(ctx); err != nil {
+			return fmt.Errorf("wait for notification: %w", err)
+		}
+		wake()
+	}
+}
