@@ -26,6 +26,7 @@ type config struct {
 	Listen          string        `env:"LISTEN" envDefault:":8080"`
 	AdminListen     string        `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
 	AdminToken      string        `env:"ADMIN_TOKEN"`
+	AdminURL        string        `env:"ADMIN_URL"` // read by `whguard events` only
 	DatabaseURL     string        `env:"DATABASE_URL"`
 	BackendURL      string        `env:"BACKEND_URL"`
 	Providers       []string      `env:"PROVIDERS"`
@@ -33,6 +34,12 @@ type config struct {
 	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
 	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+
+	ForwardTimeout     time.Duration `env:"FORWARD_TIMEOUT" envDefault:"10s"`
+	ForwardConcurrency int           `env:"FORWARD_CONCURRENCY" envDefault:"8"`
+	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"5s"`
+	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"1h"`
+	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS" envDefault:"25"`
 
 	providers []providerConfig
 }
@@ -47,6 +54,8 @@ type providerEnv struct {
 	Tolerance      time.Duration `env:"TOLERANCE"`
 	IDHeader       string        `env:"ID_HEADER"`
 	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
+	BackendURL     string        `env:"BACKEND_URL"`
+	ForwardPath    string        `env:"FORWARD_PATH"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -147,6 +156,27 @@ func (c *config) validate() (warnings []string, err error) {
 			return nil, configErrorf("WHGUARD_BACKEND_URL: %v", err)
 		}
 	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"WHGUARD_FORWARD_TIMEOUT", c.ForwardTimeout},
+		{"WHGUARD_RETRY_BASE_DELAY", c.RetryBaseDelay},
+		{"WHGUARD_RETRY_MAX_DELAY", c.RetryMaxDelay},
+	} {
+		if d.v <= 0 {
+			return nil, configErrorf("%s: must be positive, got %s", d.name, d.v)
+		}
+	}
+	if c.RetryMaxDelay < c.RetryBaseDelay {
+		return nil, configErrorf("WHGUARD_RETRY_MAX_DELAY: %s is shorter than WHGUARD_RETRY_BASE_DELAY (%s)", c.RetryMaxDelay, c.RetryBaseDelay)
+	}
+	if c.RetryMaxAttempts < 1 {
+		return nil, configErrorf("WHGUARD_RETRY_MAX_ATTEMPTS: must be at least 1, got %d", c.RetryMaxAttempts)
+	}
+	if c.ForwardConcurrency < 1 || c.ForwardConcurrency > 1000 {
+		return nil, configErrorf("WHGUARD_FORWARD_CONCURRENCY: must be from 1 to 1000, got %d", c.ForwardConcurrency)
+	}
 	paths := map[string]string{}
 	for i := range c.providers {
 		p := &c.providers[i]
@@ -165,6 +195,19 @@ func (c *config) validate() (warnings []string, err error) {
 		}
 		if p.env.MaxBodyBytes == 0 {
 			p.env.MaxBodyBytes = c.MaxBodyBytes
+		}
+		switch {
+		case p.env.BackendURL != "":
+			if err := checkURL(p.env.BackendURL); err != nil {
+				return nil, configErrorf("%sBACKEND_URL: %v", p.prefix, err)
+			}
+		case c.BackendURL != "":
+			p.env.BackendURL = c.BackendURL
+		default:
+			return nil, configErrorf("WHGUARD_BACKEND_URL: not set (nor %sBACKEND_URL): where should %s events be forwarded?", p.prefix, p.name)
+		}
+		if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
+			return nil, configErrorf("%sFORWARD_PATH: %q must start with /", p.prefix, p.env.ForwardPath)
 		}
 		if p.env.Tolerance < 0 {
 			return nil, configErrorf("%sTOLERANCE: must not be negative, got %s", p.prefix, p.env.Tolerance)

@@ -6,6 +6,7 @@
 //
 //	whguard [serve]   run the ingress and admin listeners (the default)
 //	whguard migrate   apply the journal's migrations and exit
+//	whguard events    list, show and replay deliveries through the admin API
 //	whguard version   print the version
 //
 // All configuration is WHGUARD_* environment variables; see README.md.
@@ -45,6 +46,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "help", "--help", "-h":
 		fmt.Fprint(stdout, usage)
 		return 0
+	case "events":
+		return events(args, environ, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprintf(stderr, "whguard: unknown command %q\n\n%s", cmd, usage)
@@ -86,6 +89,7 @@ const usage = `usage: whguard [command]
 commands:
   serve     verify, journal and acknowledge webhooks (default)
   migrate   apply the journal's database migrations and exit
+  events    list, show and replay deliveries (whguard events -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see README.md).

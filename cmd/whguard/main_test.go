@@ -47,6 +47,7 @@ func baseEnv() []string {
 		"WHGUARD_PROVIDERS=github",
 		"WHGUARD_GITHUB_SCHEME=github",
 		"WHGUARD_GITHUB_SECRET=It's a Secret to Everybody",
+		"WHGUARD_BACKEND_URL=http://127.0.0.1:1",
 	}
 }
 
@@ -69,15 +70,21 @@ func TestInvalidConfigExits2NamingTheVariable(t *testing.T) {
 		{"bad number", append(baseEnv(), "WHGUARD_MAX_BODY_BYTES=lots"), "WHGUARD_MAX_BODY_BYTES"},
 		{"negative size", append(baseEnv(), "WHGUARD_GITHUB_MAX_BODY_BYTES=-1"), "WHGUARD_GITHUB_MAX_BODY_BYTES"},
 		{"unknown scheme", append(baseEnv(), "WHGUARD_GITHUB_SCHEME=gitbub"), "WHGUARD_GITHUB_SCHEME"},
-		{"missing scheme", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SECRET=x"}, "WHGUARD_ACME_SCHEME"},
-		{"missing secret", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe"}, "WHGUARD_ACME_SECRET"},
-		{"bad standard secret", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=standard", "WHGUARD_ACME_SECRET=whsec_!!!notbase64"}, "WHGUARD_ACME_SECRET"},
-		{"empty secret file", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe", "WHGUARD_ACME_SECRET_FILE=" + secretFile}, "WHGUARD_ACME_SECRET_FILE"},
-		{"missing secret file", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe", "WHGUARD_ACME_SECRET_FILE=/nonexistent/x"}, "WHGUARD_ACME_SECRET_FILE"},
+		{"missing scheme", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SECRET=x"}, "WHGUARD_ACME_SCHEME"},
+		{"missing secret", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe"}, "WHGUARD_ACME_SECRET"},
+		{"bad standard secret", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=standard", "WHGUARD_ACME_SECRET=whsec_!!!notbase64"}, "WHGUARD_ACME_SECRET"},
+		{"empty secret file", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe", "WHGUARD_ACME_SECRET_FILE=" + secretFile}, "WHGUARD_ACME_SECRET_FILE"},
+		{"missing secret file", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=stripe", "WHGUARD_ACME_SECRET_FILE=/nonexistent/x"}, "WHGUARD_ACME_SECRET_FILE"},
 		{"bad path", append(baseEnv(), "WHGUARD_GITHUB_PATH=hooks"), "WHGUARD_GITHUB_PATH"},
 		{"bad log format", append(baseEnv(), "WHGUARD_LOG_FORMAT=xml"), "WHGUARD_LOG_FORMAT"},
 		{"bad log level", append(baseEnv(), "WHGUARD_LOG_LEVEL=loud"), "WHGUARD_LOG_LEVEL"},
 		{"bad backend", append(baseEnv(), "WHGUARD_BACKEND_URL=localhost:3000"), "WHGUARD_BACKEND_URL"},
+		{"no backend", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=none"}, "WHGUARD_BACKEND_URL"},
+		{"bad provider backend", append(baseEnv(), "WHGUARD_GITHUB_BACKEND_URL=ftp://x"), "WHGUARD_GITHUB_BACKEND_URL"},
+		{"bad forward path", append(baseEnv(), "WHGUARD_GITHUB_FORWARD_PATH=x"), "WHGUARD_GITHUB_FORWARD_PATH"},
+		{"bad forward timeout", append(baseEnv(), "WHGUARD_FORWARD_TIMEOUT=0s"), "WHGUARD_FORWARD_TIMEOUT"},
+		{"bad max attempts", append(baseEnv(), "WHGUARD_RETRY_MAX_ATTEMPTS=0"), "WHGUARD_RETRY_MAX_ATTEMPTS"},
+		{"max delay below base", append(baseEnv(), "WHGUARD_RETRY_BASE_DELAY=1m", "WHGUARD_RETRY_MAX_DELAY=1s"), "WHGUARD_RETRY_MAX_DELAY"},
 		{"bad provider name", []string{"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=a-b"}, "WHGUARD_PROVIDERS"},
 		{"shared path", append(baseEnv(), "WHGUARD_PROVIDERS=github,gh2", "WHGUARD_GH2_SCHEME=github", "WHGUARD_GH2_SECRET=x", "WHGUARD_GH2_PATH=/webhooks/github"), "WHGUARD_GH2_PATH"},
 	}
@@ -123,7 +130,7 @@ func TestSecretsVerbatimAndRotation(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "secrets")
 	os.WriteFile(file, []byte("from file one\r\nfrom file two\n\n"), 0o600)
 	cfg, _, err := loadConfig([]string{
-		"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=github",
+		"WHGUARD_DATABASE_URL=" + dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=acme", "WHGUARD_ACME_SCHEME=github",
 		"WHGUARD_ACME_SECRET= spaced secret ", "WHGUARD_ACME_SECRET_FILE=" + file, "WHGUARD_ACME_SECRET_PREVIOUS=old",
 	})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 )
@@ -54,11 +55,33 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes})
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path))
 	}
+	targets := map[string]forwarder.Target{}
+	for _, p := range cfg.providers {
+		targets[p.name] = forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath}
+	}
+	fwd, err := forwarder.New(forwarder.Config{
+		Store:       j,
+		Targets:     targets,
+		Timeout:     cfg.ForwardTimeout,
+		Concurrency: cfg.ForwardConcurrency,
+		Policy: forwarder.Policy{
+			BaseDelay:   cfg.RetryBaseDelay,
+			MaxDelay:    cfg.RetryMaxDelay,
+			MaxAttempts: cfg.RetryMaxAttempts,
+		},
+		Listen:  j.Listen,
+		Metrics: forwarder.NewMetrics(reg),
+		Logger:  log.Named("forwarder"),
+	})
+	if err != nil {
+		return err
+	}
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:  routes,
-		Journal: j,
-		Metrics: proxy.NewMetrics(reg),
-		Logger:  log.Named("ingress"),
+		Routes:   routes,
+		Journal:  j,
+		Metrics:  proxy.NewMetrics(reg),
+		Logger:   log.Named("ingress"),
+		OnCommit: fwd.Wake,
 	})
 	if err != nil {
 		return err
@@ -67,6 +90,7 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		Ready:    j.Ready,
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
+		API:      proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api")}),
 		Logger:   log.Named("admin"),
 	})
 	if cfg.AdminToken == "" {
@@ -91,21 +115,33 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		}()
 	}
 
+	if err := fwd.Start(ctx); err != nil {
+		return err
+	}
+
+	var serveErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", zap.Duration("timeout", cfg.ShutdownTimeout))
-	case err := <-errs:
-		return err
+	case serveErr = <-errs:
+		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	// Stop accepting first; requests in flight finish their commit.
-	for _, srv := range servers {
-		if err := srv.Shutdown(sctx); err != nil {
-			log.Warn("shutdown incomplete", zap.String("addr", srv.Addr), zap.Error(err))
-		}
+	// Stop accepting first (requests in flight finish their commit), then
+	// stop leasing and let deliveries in flight finish; what is still
+	// running at the deadline is interrupted and its lease handed back.
+	if err := servers[0].Shutdown(sctx); err != nil {
+		log.Warn("ingress shutdown incomplete", zap.Error(err))
 	}
-	return nil
+	if err := fwd.Stop(sctx); err != nil {
+		log.Warn("deliveries interrupted at the shutdown deadline; their leases were handed back", zap.Error(err))
+	}
+	if err := servers[1].Shutdown(sctx); err != nil {
+		log.Warn("admin shutdown incomplete", zap.Error(err))
+	}
+	log.Info("stopped")
+	return serveErr
 }
 
 // migrateUntilDone applies migrations, retrying every two seconds while the

@@ -1,0 +1,476 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/whguard/whguard/internal/testdb"
+)
+
+// End-to-end tests: the real whguard binary in front of the real, naive
+// orders backend binary, with signed requests from the Standard Webhooks
+// SDK as the sender.
+
+const e2eSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+var ordersBinary string
+
+func buildOrders(t *testing.T) string {
+	t.Helper()
+	if ordersBinary != "" {
+		return ordersBinary
+	}
+	out := filepath.Join(filepath.Dir(binary), "orders")
+	cmd := exec.Command("go", "build", "-o", out, "../../examples/backends/orders/cmd/orders")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build orders: %v\n%s", err, b)
+	}
+	ordersBinary = out
+	return out
+}
+
+// proc is a child process with its output kept for failure messages.
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func start(t *testing.T, bin string, env []string, args ...string) *proc {
+	t.Helper()
+	p := &proc{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan error, 1)}
+	p.cmd.Env = env
+	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("%s output:\n%s", filepath.Base(bin), tail(p.out.String(), 4000))
+		}
+	})
+	return p
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
+
+func (p *proc) wait(t *testing.T, within time.Duration) error {
+	t.Helper()
+	select {
+	case err := <-p.done:
+		p.done <- err // keep it for the cleanup
+		return err
+	case <-time.After(within):
+		t.Fatalf("process did not exit within %s", within)
+		return nil
+	}
+}
+
+func waitHTTP(t *testing.T, url string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s not ready within %s", url, within)
+		}
+		time.Sleep(30 * time.Millisecond)
+	}
+}
+
+type stack struct {
+	t        *testing.T
+	dbURL    string
+	listen   string
+	admin    string
+	backend  string
+	whguard  *proc
+	orders   *proc
+	wh       *standardwebhooks.Webhook
+	extraEnv []string
+}
+
+func newStack(t *testing.T, extraEnv ...string) *stack {
+	t.Helper()
+	u, drop, err := testdb.Create(context.Background(), "e2e")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	wh, err := standardwebhooks.NewWebhook(e2eSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &stack{t: t, dbURL: u, listen: freePort(t), admin: freePort(t), backend: freePort(t), wh: wh, extraEnv: extraEnv}
+}
+
+func (s *stack) startOrders() {
+	s.orders = start(s.t, buildOrders(s.t), []string{"ORDERS_LISTEN=" + s.backend})
+	waitHTTP(s.t, "http://"+s.backend+"/health", 10*time.Second)
+}
+
+func (s *stack) startWhguard(waitReady bool) {
+	env := append([]string{
+		"WHGUARD_DATABASE_URL=" + s.dbURL,
+		"WHGUARD_LISTEN=" + s.listen,
+		"WHGUARD_ADMIN_LISTEN=" + s.admin,
+		"WHGUARD_ADMIN_TOKEN=e2e-token",
+		"WHGUARD_PROVIDERS=shop",
+		"WHGUARD_SHOP_SCHEME=standard",
+		"WHGUARD_SHOP_SECRET=" + e2eSecret,
+		"WHGUARD_BACKEND_URL=http://" + s.backend,
+		"WHGUARD_RETRY_BASE_DELAY=100ms",
+		"WHGUARD_RETRY_MAX_DELAY=1s",
+		"WHGUARD_FORWARD_TIMEOUT=5s",
+		"WHGUARD_SHUTDOWN_TIMEOUT=5s",
+	}, s.extraEnv...)
+	s.whguard = start(s.t, binary, env)
+	if waitReady {
+		waitHTTP(s.t, "http://"+s.admin+"/readyz", 20*time.Second)
+	}
+}
+
+// send posts one signed event; status 0 means no answer (connection error).
+func (s *stack) send(client *http.Client, msgID, body string) (int, string) {
+	sig, err := s.wh.Sign(msgID, time.Now(), []byte(body))
+	if err != nil {
+		s.t.Error(err)
+		return 0, ""
+	}
+	req, _ := http.NewRequest(http.MethodPost, "http://"+s.listen+"/webhooks/shop", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("webhook-id", msgID)
+	req.Header.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+	req.Header.Set("webhook-signature", sig)
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// sendUntilAcked retries like a real sender until it gets a 2xx or the
+// deadline passes; it reports whether the event was acknowledged.
+func (s *stack) sendUntilAcked(client *http.Client, msgID, body string, deadline time.Time) bool {
+	for time.Now().Before(deadline) {
+		if code, _ := s.send(client, msgID, body); code/100 == 2 {
+			return true
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return false
+}
+
+type orderView struct {
+	ID           string `json:"id"`
+	StateChanges int    `json:"stateChanges"`
+}
+
+func (s *stack) backendOrders() map[string]int {
+	s.t.Helper()
+	resp, err := http.Get("http://" + s.backend + "/orders")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var v struct {
+		Orders []orderView `json:"orders"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+		s.t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, o := range v.Orders {
+		out[o.ID] = o.StateChanges
+	}
+	return out
+}
+
+// countStatus asks the admin API how many events have a status (up to 500).
+func (s *stack) countStatus(status string) int {
+	s.t.Helper()
+	total := 0
+	before := int64(0)
+	for {
+		url := fmt.Sprintf("http://%s/api/events?status=%s&limit=500", s.admin, status)
+		if before > 0 {
+			url += fmt.Sprintf("&before=%d", before)
+		}
+		req, _ := http.NewRequest(http.MethodGet, url, nil)
+		req.Header.Set("Authorization", "Bearer e2e-token")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return -1
+		}
+		var v struct {
+			Events []json.RawMessage `json:"events"`
+			Next   *int64            `json:"next"`
+		}
+		json.NewDecoder(resp.Body).Decode(&v)
+		resp.Body.Close()
+		total += len(v.Events)
+		if v.Next == nil {
+			return total
+		}
+		before = *v.Next
+	}
+}
+
+func (s *stack) waitDelivered(n int, within time.Duration) {
+	s.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		if got := s.countStatus("done"); got == n {
+			return
+		} else if time.Now().After(deadline) {
+			s.t.Fatalf("%d of %d events done after %s (dead: %d)", got, n, within, s.countStatus("dead"))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func orderEvent(order, typ string) string {
+	return fmt.Sprintf(`{"type":%q,"data":{"order_id":%q,"amount":1999,"currency":"eur"}}`, typ, order)
+}
+
+// Duplicate storms against the naive backend: sequential, concurrent and
+// re-serialized resends. whguard alone keeps every order at one change.
+func TestE2EDuplicateStorms(t *testing.T) {
+	s := newStack(t)
+	s.startOrders()
+	s.startWhguard(true)
+	client := &http.Client{Timeout: 10 * time.Second}
+	const orders = 12
+	var wg sync.WaitGroup
+	var accepted atomic.Int32
+	for i := range orders {
+		order, msg := fmt.Sprintf("o-%d", i), fmt.Sprintf("msg_storm_%d", i)
+		body := orderEvent(order, "order.paid")
+		// Sequential resends.
+		for range 3 {
+			if code, _ := s.send(client, msg, body); code == 202 {
+				accepted.Add(1)
+			} else if code != 200 {
+				t.Fatalf("sequential resend answered %d", code)
+			}
+		}
+		// Concurrent resends.
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				code, _ := s.send(client, msg, body)
+				if code == 202 {
+					accepted.Add(1)
+				} else if code != 200 {
+					t.Errorf("concurrent resend answered %d", code)
+				}
+			}()
+		}
+		// A re-serialized resend: other key order and whitespace.
+		reser := fmt.Sprintf("{ \"data\": { \"currency\": \"eur\", \"amount\": 1999, \"order_id\": %q },\n  \"type\": \"order.paid\" }", order)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if code, _ := s.send(client, msg, reser); code != 200 && code != 202 {
+				t.Errorf("re-serialized resend answered %d", code)
+			}
+		}()
+	}
+	wg.Wait()
+	if accepted.Load() != orders {
+		t.Fatalf("%d events accepted with 202, want exactly %d", accepted.Load(), orders)
+	}
+	s.waitDelivered(orders, 20*time.Second)
+	time.Sleep(300 * time.Millisecond) // any stray second delivery would land now
+	got := s.backendOrders()
+	if len(got) != orders {
+		t.Fatalf("backend knows %d orders, want %d", len(got), orders)
+	}
+	for id, n := range got {
+		if n != 1 {
+			t.Errorf("order %s: stateChanges %d, want 1", id, n)
+		}
+	}
+	// The CLI sees the same journal through the admin API.
+	var out, errb bytes.Buffer
+	code := run([]string{"events", "list", "-status", "done", "-limit", "5"},
+		[]string{"WHGUARD_ADMIN_LISTEN=" + s.admin, "WHGUARD_ADMIN_TOKEN=e2e-token"}, &out, &errb)
+	if code != 0 || strings.Count(out.String(), " done ") != 5 || !strings.Contains(out.String(), "more: whguard events list -before") {
+		t.Fatalf("events list: %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// SIGKILL of whguard in the middle of a load of 1200 events whose senders
+// retry until acknowledged; after a restart every acknowledged event is
+// applied, and only deliveries in flight at the kill may be applied twice.
+func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) {
+	s := newStack(t, "WHGUARD_FORWARD_CONCURRENCY=8")
+	s.startOrders()
+	s.startWhguard(true)
+	const (
+		events  = 1200
+		senders = 16
+	)
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(90 * time.Second)
+	var (
+		acked   atomic.Int32
+		sent    atomic.Int32
+		wg      sync.WaitGroup
+		next    atomic.Int32
+		unacked []string
+		mu      sync.Mutex
+	)
+	for range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= events {
+					return
+				}
+				order := fmt.Sprintf("k-%04d", i)
+				sent.Add(1)
+				if s.sendUntilAcked(client, "msg_"+order, orderEvent(order, "order.paid"), deadline) {
+					acked.Add(1)
+				} else {
+					mu.Lock()
+					unacked = append(unacked, order)
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	// Kill once a good part of the load is in and deliveries are flowing.
+	for sent.Load() < events/3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := s.whguard.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	s.whguard.wait(t, 10*time.Second)
+	killedAt := sent.Load()
+	time.Sleep(300 * time.Millisecond) // senders see connection errors and retry
+	s.startWhguard(false)
+	wg.Wait()
+	if len(unacked) > 0 {
+		t.Fatalf("%d events never acknowledged: %v", len(unacked), unacked[:min(5, len(unacked))])
+	}
+	s.waitDelivered(events, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	got := s.backendOrders()
+	twice := 0
+	for i := range events {
+		order := fmt.Sprintf("k-%04d", i)
+		switch n := got[order]; {
+		case n == 0:
+			t.Errorf("order %s acknowledged but never applied", order)
+		case n == 2:
+			twice++
+		case n > 2:
+			t.Errorf("order %s applied %d times", order, n)
+		}
+	}
+	t.Logf("SIGKILL after %d of %d events sent: %d acknowledged, %d applied twice (deliveries in flight at the kill)",
+		killedAt, events, acked.Load(), twice)
+	// At most the deliveries in flight (WHGUARD_FORWARD_CONCURRENCY=8) can
+	// have reached the backend without their outcome being recorded.
+	if twice > 8 {
+		t.Fatalf("%d orders applied twice; the crash window should cover at most the 8 in-flight deliveries", twice)
+	}
+}
+
+// SIGTERM while the backend is down: whguard exits 0 within the shutdown
+// timeout; after a restart with the backend up, everything is delivered
+// exactly once.
+func TestE2ESigtermWithBackendDown(t *testing.T) {
+	s := newStack(t)
+	s.startWhguard(true) // no backend yet
+	client := &http.Client{Timeout: 5 * time.Second}
+	const n = 20
+	for i := range n {
+		order := fmt.Sprintf("d-%02d", i)
+		if code, body := s.send(client, "msg_"+order, orderEvent(order, "order.paid")); code != 202 {
+			t.Fatalf("send %d: %d %s", i, code, body)
+		}
+	}
+	time.Sleep(500 * time.Millisecond) // a few failed attempts happen
+	if s.countStatus("done") != 0 {
+		t.Fatal("delivered with no backend?")
+	}
+	startStop := time.Now()
+	if err := s.whguard.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.whguard.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("exit after SIGTERM: %v", err)
+	}
+	if took := time.Since(startStop); took > 6*time.Second {
+		t.Fatalf("shutdown took %s, over WHGUARD_SHUTDOWN_TIMEOUT", took)
+	}
+	s.startOrders()
+	s.startWhguard(true)
+	s.waitDelivered(n, 20*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	got := s.backendOrders()
+	if len(got) != n {
+		t.Fatalf("backend has %d orders, want %d", len(got), n)
+	}
+	for id, c := range got {
+		if c != 1 {
+			t.Errorf("order %s applied %d times, want 1", id, c)
+		}
+	}
+	if !strings.Contains(s.whguard.out.String(), `"journal ready"`) {
+		t.Errorf("second start did not log readiness")
+	}
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+)
+
+// cliConfig is what `whguard events` needs: where the admin API is and its
+// token; the same variables the sidecar reads, so `kubectl exec … whguard
+// events list` works with no flags.
+type cliConfig struct {
+	AdminListen string `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
+	AdminToken  string `env:"ADMIN_TOKEN"`
+	// AdminURL overrides the address derived from WHGUARD_ADMIN_LISTEN.
+	AdminURL string `env:"ADMIN_URL"`
+}
+
+func (c cliConfig) baseURL() string {
+	if c.AdminURL != "" {
+		return strings.TrimSuffix(c.AdminURL, "/")
+	}
+	host, port, err := net.SplitHostPort(c.AdminListen)
+	if err != nil {
+		return "http://" + c.AdminListen
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+const eventsUsage = `usage:
+  whguard events list   [-status S] [-provider P] [-limit N] [-before ID] [-json]
+  whguard events show   ID
+  whguard events replay ID -reason WHY
+  whguard events replay -all [-status dead|done] [-provider P] [-since RFC3339] [-limit N] -reason WHY
+
+Talks to the admin API at WHGUARD_ADMIN_URL (default: derived from
+WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
+`
+
+// events runs `whguard events …` and returns the exit status.
+func events(args, environ []string, stdout, stderr io.Writer) int {
+	var cfg cliConfig
+	if err := parseEnv(&cfg, envPrefix, env.ToMap(environ)); err != nil {
+		fmt.Fprintln(stderr, "whguard:", err)
+		return 2
+	}
+	if cfg.AdminToken == "" {
+		fmt.Fprintln(stderr, "whguard: WHGUARD_ADMIN_TOKEN is not set: the admin API needs it")
+		return 2
+	}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, eventsUsage)
+		return 2
+	}
+	c := &apiClient{base: cfg.baseURL(), token: cfg.AdminToken, http: &http.Client{Timeout: 30 * time.Second}}
+	var err error
+	switch args[0] {
+	case "list":
+		err = c.list(args[1:], stdout)
+	case "show":
+		err = c.show(args[1:], stdout)
+	case "replay":
+		err = c.replay(args[1:], stdout)
+	default:
+		fmt.Fprintf(stderr, "whguard events: unknown subcommand %q\n\n%s", args[0], eventsUsage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "whguard events:", err)
+		if _, ok := err.(usageError); ok {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+type usageError string
+
+func (e usageError) Error() string { return string(e) }
+
+type apiClient struct {
+	base, token string
+	http        *http.Client
+}
+
+func (c *apiClient) call(method, path string, body any, out any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("reach the admin API at %s: %w", c.base, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("read the admin API's answer: %w", err)
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error string `json:"error"`
+		}
+		_ = json.Unmarshal(b, &e)
+		return fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, e.Error)
+	}
+	return json.Unmarshal(b, out)
+}
+
+type eventSummary struct {
+	ID            int64     `json:"id"`
+	Provider      string    `json:"provider"`
+	EventID       string    `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	Status        string    `json:"status"`
+	Attempts      int       `json:"attempts"`
+	ReceivedAt    time.Time `json:"received_at"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	LastError     string    `json:"last_error"`
+}
+
+func (c *apiClient) list(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	status := fs.String("status", "", "pending, processing, done, retry or dead")
+	provider := fs.String("provider", "", "provider name")
+	limit := fs.Int("limit", 50, "at most this many (1-500)")
+	before := fs.Int64("before", 0, "only ids below this (paging)")
+	asJSON := fs.Bool("json", false, "print the API's JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error() + "\n" + eventsUsage)
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"status": *status, "provider": *provider} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	q.Set("limit", strconv.Itoa(*limit))
+	if *before > 0 {
+		q.Set("before", strconv.FormatInt(*before, 10))
+	}
+	var resp struct {
+		Events []eventSummary `json:"events"`
+		Next   *int64         `json:"next"`
+	}
+	if err := c.call(http.MethodGet, "/api/events?"+q.Encode(), nil, &resp); err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(resp)
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tPROVIDER\tEVENT ID\tTYPE\tATTEMPTS\tRECEIVED\tLAST ERROR")
+	for _, e := range resp.Events {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.Status, e.Provider, e.EventID, e.EventType,
+			e.Attempts, e.ReceivedAt.Local().Format("2006-01-02 15:04:05"), truncate(e.LastError, 60))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if resp.Next != nil {
+		fmt.Fprintf(w, "more: whguard events list -before %d\n", *resp.Next)
+	}
+	return nil
+}
+
+func (c *apiClient) show(args []string, w io.Writer) error {
+	if len(args) != 1 {
+		return usageError("show takes one event id\n" + eventsUsage)
+	}
+	id, err := strconv.ParseInt(args[0], 10, 64)
+	if err != nil {
+		return usageError("event id must be a number")
+	}
+	var detail json.RawMessage
+	if err := c.call(http.MethodGet, fmt.Sprintf("/api/events/%d", id), nil, &detail); err != nil {
+		return err
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, detail, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = out.WriteTo(w)
+	return err
+}
+
+func (c *apiClient) replay(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("events replay", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	reason := fs.String("reason", "", "why (audited; required)")
+	all := fs.Bool("all", false, "bulk replay every matching event")
+	status := fs.String("status", "dead", "with -all: dead or done")
+	provider := fs.String("provider", "", "with -all: only this provider")
+	since := fs.String("since", "", "with -all: only events received since (RFC 3339)")
+	limit := fs.Int("limit", 0, "with -all: at most this many (0: all)")
+	// Accept the id before or after the flags.
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error() + "\n" + eventsUsage)
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	if *reason == "" {
+		return usageError("-reason is required: replays are audited")
+	}
+	switch {
+	case *all && id == "":
+		var resp struct {
+			Replayed int `json:"replayed"`
+		}
+		body := map[string]any{"status": *status, "provider": *provider, "since": *since, "limit": *limit, "reason": *reason}
+		if err := c.call(http.MethodPost, "/api/replay", body, &resp); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "replayed %d events\n", resp.Replayed)
+	case !*all && id != "":
+		n, err := strconv.ParseInt(id, 10, 64)
+		if err != nil {
+			return usageError("event id must be a number")
+		}
+		var resp map[string]any
+		if err := c.call(http.MethodPost, fmt.Sprintf("/api/events/%d/replay", n), map[string]string{"reason": *reason}, &resp); err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "event %d replayed: due now, same payload and Idempotency-Key\n", n)
+	default:
+		return usageError("give either one event id or -all\n" + eventsUsage)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}

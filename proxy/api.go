@@ -1,0 +1,241 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// Inspector is the part of the journal the admin API reads and replays.
+type Inspector interface {
+	List(ctx context.Context, f journal.Filter) ([]journal.Summary, int64, error)
+	Get(ctx context.Context, id int64) (*journal.Detail, error)
+	Replay(ctx context.Context, id int64, reason string) error
+	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
+}
+
+var _ Inspector = (*journal.Postgres)(nil)
+
+// APIConfig configures the admin API.
+type APIConfig struct {
+	Store Inspector
+	// OnReplay, when set, is called after a replay moved events back to
+	// retry (the forwarder's wake-up).
+	OnReplay func()
+	// Logger receives the audit log of replays; nil means none.
+	Logger *zap.Logger
+}
+
+// NewAPI serves SPEC 6's /api/ routes. Mount it behind the bearer check
+// (NewAdmin does).
+func NewAPI(cfg APIConfig) http.Handler {
+	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger}
+	if a.onReplay == nil {
+		a.onReplay = func() {}
+	}
+	if a.log == nil {
+		a.log = zap.NewNop()
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /api/events", a.list)
+	mux.HandleFunc("GET /api/events/{id}", a.show)
+	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
+	mux.HandleFunc("POST /api/replay", a.replayBulk)
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API route"})
+	})
+	return mux
+}
+
+type api struct {
+	store    Inspector
+	onReplay func()
+	log      *zap.Logger
+}
+
+var validStatus = map[string]bool{
+	"": true, journal.StatusPending: true, journal.StatusProcessing: true,
+	journal.StatusDone: true, journal.StatusRetry: true, journal.StatusDead: true,
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	f := journal.Filter{Status: q.Get("status"), Provider: q.Get("provider")}
+	if !validStatus[f.Status] {
+		apiError(w, http.StatusBadRequest, "status must be pending, processing, done, retry or dead")
+		return
+	}
+	var err error
+	if f.Limit, err = intParam(q.Get("limit"), 1, 500); err != nil {
+		apiError(w, http.StatusBadRequest, "limit must be an integer from 1 to 500")
+		return
+	}
+	before, err := intParam(q.Get("before"), 1, 1<<62)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, "before must be an event id")
+		return
+	}
+	f.Before = int64(before)
+	events, next, err := a.store.List(r.Context(), f)
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	if events == nil {
+		events = []journal.Summary{}
+	}
+	resp := struct {
+		Events []journal.Summary `json:"events"`
+		Next   *int64            `json:"next"`
+	}{Events: events}
+	if next != 0 {
+		resp.Next = &next
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (a *api) show(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	d, err := a.store.Get(r.Context(), id)
+	if errors.Is(err, journal.ErrNotFound) {
+		apiError(w, http.StatusNotFound, "no such event")
+		return
+	}
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+type replayRequest struct {
+	Reason   string `json:"reason"`
+	Status   string `json:"status"`
+	Provider string `json:"provider"`
+	Since    string `json:"since"`
+	Limit    int    `json:"limit"`
+}
+
+func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := pathID(w, r)
+	if !ok {
+		return
+	}
+	req, ok := readReplay(w, r)
+	if !ok {
+		return
+	}
+	err := a.store.Replay(r.Context(), id, req.Reason)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		apiError(w, http.StatusNotFound, "no such event")
+		return
+	case errors.Is(err, journal.ErrNotReplayable):
+		apiError(w, http.StatusConflict, "only dead or done events can be replayed")
+		return
+	case err != nil:
+		a.unavailable(w, err)
+		return
+	}
+	a.log.Info("event replayed", zap.Int64("id", id), zap.String("reason", req.Reason))
+	a.onReplay()
+	writeJSON(w, http.StatusOK, map[string]any{"status": "replayed", "id": id})
+}
+
+func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
+	req, ok := readReplay(w, r)
+	if !ok {
+		return
+	}
+	f := journal.Filter{Status: req.Status, Provider: req.Provider, Limit: req.Limit}
+	if f.Status == "" {
+		f.Status = journal.StatusDead
+	}
+	if f.Status != journal.StatusDead && f.Status != journal.StatusDone {
+		apiError(w, http.StatusBadRequest, "status must be dead or done")
+		return
+	}
+	if req.Limit < 0 {
+		apiError(w, http.StatusBadRequest, "limit must not be negative")
+		return
+	}
+	if req.Since != "" {
+		t, err := time.Parse(time.RFC3339, req.Since)
+		if err != nil {
+			apiError(w, http.StatusBadRequest, "since must be an RFC 3339 time")
+			return
+		}
+		f.Since = t
+	}
+	n, err := a.store.BulkReplay(r.Context(), f, req.Reason)
+	if n > 0 {
+		a.onReplay()
+	}
+	if err != nil {
+		a.log.Warn("bulk replay stopped", zap.Int("replayed", n), zap.Error(err))
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "journal unavailable; bulk replay stopped", "replayed": n})
+		return
+	}
+	a.log.Info("bulk replay", zap.Int("replayed", n), zap.String("status", f.Status),
+		zap.String("provider", f.Provider), zap.String("reason", req.Reason))
+	writeJSON(w, http.StatusOK, map[string]any{"replayed": n})
+}
+
+func readReplay(w http.ResponseWriter, r *http.Request) (replayRequest, bool) {
+	var req replayRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		apiError(w, http.StatusBadRequest, "body must be JSON like {\"reason\":\"…\"}")
+		return req, false
+	}
+	if req.Reason == "" {
+		apiError(w, http.StatusBadRequest, "reason is required: replays are audited")
+		return req, false
+	}
+	if len(req.Reason) > 1000 {
+		apiError(w, http.StatusBadRequest, "reason is limited to 1000 bytes")
+		return req, false
+	}
+	return req, true
+}
+
+func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		apiError(w, http.StatusBadRequest, "event id must be a positive integer")
+		return 0, false
+	}
+	return id, true
+}
+
+func intParam(s string, lo, hi int) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, errors.New("out of range")
+	}
+	return n, nil
+}
+
+func (a *api) unavailable(w http.ResponseWriter, err error) {
+	a.log.Warn("admin API: journal error", zap.Error(err))
+	apiError(w, http.StatusServiceUnavailable, "journal unavailable")
+}
+
+func apiError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, map[string]string{"error": msg})
+}

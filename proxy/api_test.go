@@ -1,0 +1,231 @@
+package proxy_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+)
+
+type apiFixture struct {
+	srv    *httptest.Server
+	pg     *journal.Postgres
+	woken  int
+	events map[string]int64
+}
+
+// newAPIFixture journals events p/e0…e(n-1) and kills the first `dead` of
+// them (one attempt each, answered 500).
+func newAPIFixture(t *testing.T, n, dead int) *apiFixture {
+	t.Helper()
+	f := newFixture(t)
+	a := &apiFixture{pg: f.pg, events: map[string]int64{}}
+	ctx := context.Background()
+	var batch []journal.Event
+	for i := range n {
+		provider := "alpha"
+		if i%2 == 1 {
+			provider = "beta"
+		}
+		batch = append(batch, journal.Event{Provider: provider, EventID: fmt.Sprintf("e%03d", i), EventType: "order.paid",
+			ContentHash: "h", Headers: http.Header{"Webhook-Id": {fmt.Sprint(i)}}, Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), Path: "/webhooks/x"})
+	}
+	res, err := f.pg.Append(ctx, batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		a.events[batch[i].EventID] = r.ID
+	}
+	for dead > 0 {
+		ds, err := f.pg.Lease(ctx, min(dead, 100), time.Minute)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("lease: %v", err)
+		}
+		var fs []journal.Finish
+		for _, d := range ds {
+			fs = append(fs, journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.StatusDead, LastError: "backend answered 500",
+				Attempt: journal.Attempt{Number: d.Attempt, StartedAt: time.Now(), DurationMS: 3, StatusCode: 500, ResponseExcerpt: "oops"}})
+		}
+		if _, err := f.pg.Complete(ctx, fs); err != nil {
+			t.Fatal(err)
+		}
+		dead -= len(ds)
+	}
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: f.pg.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: f.pg, OnReplay: func() { a.woken++ }}),
+	})
+	a.srv = httptest.NewServer(admin)
+	t.Cleanup(a.srv.Close)
+	return a
+}
+
+func (a *apiFixture) do(t *testing.T, method, path, token, body string) (int, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(method, a.srv.URL+path, strings.NewReader(body))
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s %s: not JSON: %s", method, path, b)
+	}
+	return resp.StatusCode, m
+}
+
+func keys(m map[string]any) string {
+	var ks []string
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return strings.Join(ks, ",")
+}
+
+func TestAPIListShapesFiltersAndCursor(t *testing.T) {
+	a := newAPIFixture(t, 5, 2)
+	for _, tok := range []string{"", "nope"} {
+		if s, _ := a.do(t, "GET", "/api/events", tok, ""); s != 401 {
+			t.Fatalf("token %q: %d, want 401", tok, s)
+		}
+	}
+	s, m := a.do(t, "GET", "/api/events?limit=2", "tok", "")
+	if s != 200 {
+		t.Fatalf("list %d %v", s, m)
+	}
+	evs := m["events"].([]any)
+	if len(evs) != 2 || m["next"] == nil {
+		t.Fatalf("page 1: %v", m)
+	}
+	first := evs[0].(map[string]any)
+	if got := keys(first); got != "attempts,event_id,event_type,id,last_error,next_attempt_at,provider,received_at,status" {
+		t.Fatalf("summary fields %s", got)
+	}
+	if first["id"].(float64) <= evs[1].(map[string]any)["id"].(float64) {
+		t.Fatal("not newest first")
+	}
+	seen := len(evs)
+	for next := m["next"]; next != nil; next = m["next"] {
+		_, m = a.do(t, "GET", fmt.Sprintf("/api/events?limit=2&before=%.0f", next.(float64)), "tok", "")
+		seen += len(m["events"].([]any))
+	}
+	if seen != 5 {
+		t.Fatalf("paged through %d events, want 5", seen)
+	}
+	_, m = a.do(t, "GET", "/api/events?status=dead", "tok", "")
+	if n := len(m["events"].([]any)); n != 2 {
+		t.Fatalf("dead: %d", n)
+	}
+	for _, e := range m["events"].([]any) {
+		e := e.(map[string]any)
+		if e["status"] != "dead" || e["attempts"].(float64) != 1 || e["last_error"] == "" {
+			t.Fatalf("dead event %v", e)
+		}
+	}
+	_, m = a.do(t, "GET", "/api/events?provider=beta", "tok", "")
+	if n := len(m["events"].([]any)); n != 2 {
+		t.Fatalf("beta: %d", n)
+	}
+	for _, bad := range []string{"?status=zombie", "?limit=0", "?limit=9999", "?before=x"} {
+		if s, m := a.do(t, "GET", "/api/events"+bad, "tok", ""); s != 400 || m["error"] == nil {
+			t.Fatalf("%s: %d %v", bad, s, m)
+		}
+	}
+}
+
+func TestAPIShowAndReplay(t *testing.T) {
+	a := newAPIFixture(t, 3, 1)
+	dead := a.events["e000"]
+	s, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", dead), "tok", "")
+	if s != 200 {
+		t.Fatalf("show %d %v", s, m)
+	}
+	for _, k := range []string{"id", "provider", "event_id", "event_type", "status", "attempts", "received_at", "next_attempt_at", "last_error", "headers", "body", "attempt_log"} {
+		if _, ok := m[k]; !ok {
+			t.Fatalf("show lacks %q: %v", k, keys(m))
+		}
+	}
+	if m["body"] != `{"n":0}` || m["status"] != "dead" || m["attempts"].(float64) != 1 {
+		t.Fatalf("show %v", m)
+	}
+	log := m["attempt_log"].([]any)
+	if len(log) != 1 {
+		t.Fatalf("attempt_log %v", log)
+	}
+	if got := keys(log[0].(map[string]any)); got != "duration_ms,error,number,response_excerpt,started_at,status_code" {
+		t.Fatalf("attempt fields %s", got)
+	}
+	if s, _ := a.do(t, "GET", "/api/events/999999", "tok", ""); s != 404 {
+		t.Fatalf("missing event %d", s)
+	}
+
+	// Replay needs a reason.
+	if s, _ := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", dead), "tok", `{}`); s != 400 {
+		t.Fatalf("replay without reason %d", s)
+	}
+	if s, _ := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", dead), "", `{"reason":"x"}`); s != 401 {
+		t.Fatalf("replay without token %d", s)
+	}
+	s, m = a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", dead), "tok", `{"reason":"backend fixed in #123"}`)
+	if s != 200 || m["status"] != "replayed" || a.woken != 1 {
+		t.Fatalf("replay %d %v woken %d", s, m, a.woken)
+	}
+	_, m = a.do(t, "GET", fmt.Sprintf("/api/events/%d", dead), "tok", "")
+	if m["status"] != "retry" || m["body"] != `{"n":0}` || m["event_id"] != "e000" {
+		t.Fatalf("after replay %v", m)
+	}
+	replays := m["replays"].([]any)
+	if len(replays) != 1 || replays[0].(map[string]any)["reason"] != "backend fixed in #123" {
+		t.Fatalf("audit %v", replays)
+	}
+	// Not dead or done: refused.
+	if s, _ := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", a.events["e001"]), "tok", `{"reason":"x"}`); s != 409 {
+		t.Fatalf("replay of a pending event %d, want 409", s)
+	}
+	if s, _ := a.do(t, "POST", "/api/events/999999/replay", "tok", `{"reason":"x"}`); s != 404 {
+		t.Fatalf("replay of a missing event %d", s)
+	}
+}
+
+func TestAPIBulkReplayInBatches(t *testing.T) {
+	a := newAPIFixture(t, 260, 250)
+	if s, _ := a.do(t, "POST", "/api/replay", "tok", `{"status":"pending","reason":"x"}`); s != 400 {
+		t.Fatalf("bulk replay of pending %d", s)
+	}
+	s, m := a.do(t, "POST", "/api/replay", "tok", `{"status":"dead","provider":"alpha","limit":10,"reason":"partial"}`)
+	if s != 200 || m["replayed"].(float64) != 10 {
+		t.Fatalf("limited bulk %d %v", s, m)
+	}
+	s, m = a.do(t, "POST", "/api/replay", "tok", `{"status":"dead","since":"2000-01-01T00:00:00Z","reason":"outage over"}`)
+	if s != 200 || m["replayed"].(float64) != 240 {
+		t.Fatalf("bulk %d %v, want 240", s, m)
+	}
+	var audits, retry int
+	ctx := context.Background()
+	a.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM whguard_replays`).Scan(&audits)
+	a.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM whguard_events WHERE status = 'retry'`).Scan(&retry)
+	if audits != 250 || retry != 250 {
+		t.Fatalf("audits %d retry %d, want 250 each", audits, retry)
+	}
+	if s, m := a.do(t, "POST", "/api/replay", "tok", `{"reason":"again"}`); s != 200 || m["replayed"].(float64) != 0 {
+		t.Fatalf("nothing left dead: %d %v", s, m)
+	}
+}
