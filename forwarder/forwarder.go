@@ -56,6 +56,10 @@ const (
 	DefaultStatsEvery   = 10 * time.Second
 	maxLeaseBatch       = 100
 	completeTimeout     = 10 * time.Second
+	// leaseStatementTimeout bounds one lease statement.
+	leaseStatementTimeout = 10 * time.Second
+	// releaseTimeout bounds handing leases back after the shutdown deadline.
+	releaseTimeout = 2 * time.Second
 )
 
 // Config configures a Forwarder. Zero fields take the defaults above.
@@ -255,17 +259,25 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 				break // a finished delivery wakes us
 			}
 			n := min(free, maxLeaseBatch)
-			leased, err := f.cfg.Store.Lease(ctx, n, f.cfg.Timeout+f.cfg.LeaseMargin)
+			// Not cancelled by Stop: a lease statement interrupted after its
+			// commit would strand rows as processing, their attempt spent.
+			// Stop waits for it; it is one short statement.
+			lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leaseStatementTimeout)
+			leasedAt := f.cfg.Now()
+			leased, err := f.cfg.Store.Lease(lctx, n, f.cfg.Timeout+f.cfg.LeaseMargin)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					f.log.Warn("lease failed", zap.Error(err))
 				}
 				break
 			}
+			// Complete retries until shortly before the lease expires.
+			recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
 			for _, d := range leased {
 				f.slots <- struct{}{}
 				f.inflight.Add(1)
-				go f.deliver(d)
+				go f.deliver(d, recordBy)
 			}
 			if len(leased) < n {
 				break
@@ -320,8 +332,8 @@ func (f *Forwarder) statsOnce(ctx context.Context) {
 	f.cfg.Metrics.setStats(s)
 }
 
-// deliver runs one attempt and records its outcome.
-func (f *Forwarder) deliver(d journal.Delivery) {
+// deliver runs one attempt and records its outcome by recordBy.
+func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	defer func() {
 		<-f.slots
 		f.inflight.Done()
@@ -332,17 +344,17 @@ func (f *Forwarder) deliver(d journal.Delivery) {
 	target, ok := f.cfg.Targets[d.Provider]
 	if !ok {
 		// Configuration changed under journaled events: keep them, retry later.
-		f.finish(log, d, journal.Finish{Status: journal.StatusRetry,
-			NextAttemptAt: f.cfg.Now().Add(f.cfg.Policy.MaxDelay),
-			LastError:     "no backend configured for provider " + d.Provider,
-			Attempt:       journal.Attempt{Number: d.Attempt, StartedAt: f.cfg.Now(), Error: "no_backend"}})
+		f.finish(log, d, recordBy, journal.Finish{Status: journal.StatusRetry,
+			RetryIn:   f.cfg.Policy.MaxDelay,
+			LastError: "no backend configured for provider " + d.Provider,
+			Attempt:   journal.Attempt{Number: d.Attempt, StartedAt: f.cfg.Now(), Error: "no_backend"}})
 		return
 	}
 	res := send(f.deliverCtx, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
 	if f.deliverCtx.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
-		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		if _, err := f.cfg.Store.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken}); err != nil {
 			log.Warn("release lease failed; the reaper will return it", zap.Error(err))
@@ -355,7 +367,7 @@ func (f *Forwarder) deliver(d journal.Delivery) {
 		Attempt: res.attempt(d.Attempt),
 	}
 	if dec.Outcome == OutcomeRetry {
-		fin.NextAttemptAt = f.cfg.Now().Add(dec.Delay)
+		fin.RetryIn = dec.Delay
 	}
 	if dec.Outcome != OutcomeDone {
 		fin.LastError = dec.Reason
@@ -372,20 +384,33 @@ func (f *Forwarder) deliver(d journal.Delivery) {
 	case OutcomeDead:
 		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
 	}
-	f.finish(log, d, fin)
+	f.finish(log, d, recordBy, fin)
 }
 
-func (f *Forwarder) finish(log *zap.Logger, d journal.Delivery, fin journal.Finish) {
+// finish records the outcome, retrying a failing database until recordBy
+// (shortly before the lease expires): a recorded outcome avoids a repeat
+// delivery of a done event and keeps a dead one quarantined.
+func (f *Forwarder) finish(log *zap.Logger, d journal.Delivery, recordBy time.Time, fin journal.Finish) {
 	fin.ID, fin.LeaseToken = d.ID, d.LeaseToken
-	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
-	defer cancel()
-	n, err := f.cfg.Store.Complete(ctx, []journal.Finish{fin})
-	switch {
-	case err != nil:
-		// The lease will expire and the reaper returns the row: a repeat
-		// delivery, never a loss.
-		log.Warn("record outcome failed; the event will be delivered again", zap.Error(err))
-	case n == 0:
-		log.Warn("lease lost before the outcome was recorded (expired and taken over)")
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+		n, err := f.cfg.Store.Complete(ctx, []journal.Finish{fin})
+		cancel()
+		switch {
+		case err == nil && n == 0:
+			log.Warn("lease lost before the outcome was recorded (expired and taken over)")
+			return
+		case err == nil:
+			return
+		case f.cfg.Now().Add(pause).After(recordBy):
+			// The lease will expire and the reaper returns the row: a
+			// repeat delivery, never a loss.
+			log.Error("record outcome failed; the event will be delivered again", zap.Error(err))
+			return
+		}
+		log.Warn("record outcome failed; retrying", zap.Error(err), zap.Duration("in", pause))
+		time.Sleep(pause)
+		pause = min(pause*2, 2*time.Second)
 	}
 }

@@ -65,6 +65,9 @@ var hopHeaders = []string{
 	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
 	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
 	"Content-Length", "Host", "Accept-Encoding",
+	// A journaled "Expect: 100-continue" would make every delivery wait
+	// for an interim answer the body no longer needs.
+	"Expect",
 }
 
 // BuildRequest makes the delivery request of SPEC 5: target URL and path,

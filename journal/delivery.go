@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/zap"
 )
 
 // Delivery is one leased event: everything the forwarder needs to deliver
@@ -53,8 +54,9 @@ type Finish struct {
 	LeaseToken uuid.UUID
 	// Status is StatusDone, StatusRetry or StatusDead.
 	Status string
-	// NextAttemptAt is when a retry is due (Status == StatusRetry).
-	NextAttemptAt time.Time
+	// RetryIn is how long after now (the database clock, which Lease also
+	// uses) a retry is due (Status == StatusRetry).
+	RetryIn time.Duration
 	// LastError summarises the attempt for the inspector ("" when done).
 	LastError string
 	Attempt   Attempt
@@ -80,7 +82,10 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		c.BudgetAttempt = d.Attempt - base
 		c.Headers = http.Header{}
 		if err := json.Unmarshal(headers, &c.Headers); err != nil {
-			return fmt.Errorf("decode headers of event %d: %w", d.ID, err)
+			// Never strand a leased batch over one row: deliver it with
+			// the body alone, and say so.
+			p.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", d.ID), zap.Error(err))
+			c.Headers = http.Header{}
 		}
 		c.Body = append([]byte(nil), d.Body...)
 		out = append(out, c)
@@ -103,21 +108,18 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) (int, error) {
 	n := len(fs)
 	ids, tokens := make([]int64, n), make([]uuid.UUID, n)
 	statuses, lastErrs := make([]string, n), make([]string, n)
-	next := make([]time.Time, n)
+	retryIn := make([]float64, n)
 	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
 	started := make([]time.Time, n)
 	errs, excerpts := make([]string, n), make([]string, n)
 	for i, f := range fs {
 		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, f.LeaseToken, f.Status, f.LastError
-		next[i] = f.NextAttemptAt
-		if next[i].IsZero() {
-			next[i] = time.Now()
-		}
+		retryIn[i] = f.RetryIn.Seconds()
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
 	}
 	var done int
-	err := p.pool.QueryRow(ctx, sqlComplete, ids, tokens, statuses, next, lastErrs,
+	err := p.pool.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
 		numbers, started, durations, codes, errs, excerpts).Scan(&done)
 	if err != nil {
 		return 0, fmt.Errorf("complete %d deliveries: %w", n, err)
@@ -171,13 +173,13 @@ ORDER BY l.id`
 
 const sqlComplete = `
 WITH f AS (
-    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::timestamptz[], $5::text[],
+    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
                          $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[])
-           AS f(id, token, status, next_at, last_error, number, started_at, duration_ms, status_code, error, excerpt)
+           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt)
 ), upd AS (
     UPDATE whguard_events ev
     SET status = f.status,
-        next_attempt_at = CASE WHEN f.status = 'retry' THEN f.next_at ELSE ev.next_attempt_at END,
+        next_attempt_at = CASE WHEN f.status = 'retry' THEN now() + make_interval(secs => f.retry_in) ELSE ev.next_attempt_at END,
         last_error = f.last_error,
         lease_token = NULL,
         lease_expires_at = NULL,

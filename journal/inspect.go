@@ -69,7 +69,7 @@ func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error)
 	lim := f.limit()
 	rows, err := p.pool.Query(ctx, `
 SELECT `+summaryColumns+` FROM whguard_events
-WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3 = 0 OR id < $3)
+WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
   AND ($4::timestamptz IS NULL OR received_at >= $4)
 ORDER BY id DESC LIMIT $5`, f.Status, f.Provider, f.Before, nullTime(f.Since), lim+1)
 	if err != nil {
@@ -190,7 +190,15 @@ func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int
 	if status != StatusDead && status != StatusDone {
 		return 0, fmt.Errorf("bulk replay of %s events: %w", status, ErrNotReplayable)
 	}
+	// Walk ids upwards from where the last batch stopped, up to the newest
+	// id at the start: a replayed row that fails again (or is done again)
+	// before the walk ends must not be picked twice.
+	var ceiling int64
+	if err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&ceiling); err != nil {
+		return 0, fmt.Errorf("bulk replay: read newest id: %w", err)
+	}
 	total := 0
+	var after int64
 	for f.Limit == 0 || total < f.Limit {
 		batch := replayBatch
 		if f.Limit > 0 {
@@ -199,7 +207,8 @@ func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int
 		rows, err := p.pool.Query(ctx, `
 SELECT id FROM whguard_events
 WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
-ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch)
+  AND id > $5::bigint AND id <= $6::bigint
+ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch, after, ceiling)
 		if err != nil {
 			return total, fmt.Errorf("bulk replay: select batch: %w", err)
 		}
@@ -210,6 +219,7 @@ ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch)
 		if len(ids) == 0 {
 			break
 		}
+		after = ids[len(ids)-1]
 		var n int
 		if err := p.pool.QueryRow(ctx, sqlReplay, ids, reason).Scan(&n); err != nil {
 			return total, fmt.Errorf("bulk replay: %w", err)

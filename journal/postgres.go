@@ -129,7 +129,10 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	}
 
 	results := make([]Result, len(events))
-	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+	// READ COMMITTED is required, whatever the server default: the lookup
+	// after ON CONFLICT DO NOTHING must see the row a concurrent batch just
+	// committed (it waited for it), which a REPEATABLE READ snapshot hides.
+	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, sqlInsertEvents, providers, ids, types, hashes, received)
 		if err != nil {
 			return fmt.Errorf("insert events: %w", err)
@@ -271,7 +274,7 @@ func nonNil(b []byte) []byte {
 
 const sqlInsertEvents = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at)
-SELECT p, e, t, h, r, r
+SELECT p, e, t, h, r, now()
 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS b(p, e, t, h, r)
 ON CONFLICT (provider, event_id) DO NOTHING
 RETURNING id, provider, event_id`

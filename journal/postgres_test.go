@@ -329,3 +329,59 @@ func TestMigrateChild(t *testing.T) {
 	}
 	fmt.Println("MIGRATED")
 }
+
+// Bulk replay walks ids forward: rows that fail again while it runs are not
+// picked twice, and it ends.
+func TestBulkReplayTerminatesWhileRowsDieAgain(t *testing.T) {
+	pg := open(t)
+	ctx := context.Background()
+	var batch []journal.Event
+	for i := range 250 {
+		batch = append(batch, ev("p", fmt.Sprintf("d%03d", i), "h"))
+	}
+	if _, err := pg.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pg.Pool().Exec(ctx, `UPDATE whguard_events SET status = 'dead'`); err != nil {
+		t.Fatal(err)
+	}
+	// A forwarder whose backend refuses everything at once.
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			pg.Pool().Exec(ctx, `UPDATE whguard_events SET status = 'dead' WHERE status = 'retry'`)
+		}
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	n, err := pg.BulkReplay(cctx, journal.Filter{Status: journal.StatusDead}, "storm")
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 250 {
+		t.Fatalf("replayed %d, want each of the 250 once", n)
+	}
+	if c := countRows(t, pg.Pool(), "whguard_replays"); c != 250 {
+		t.Fatalf("%d audit rows, want 250", c)
+	}
+}
+
+func TestListCursorBeyondInt32(t *testing.T) {
+	pg := open(t)
+	if _, err := pg.Append(context.Background(), []journal.Event{ev("p", "a", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	evs, _, err := pg.List(context.Background(), journal.Filter{Before: 3_000_000_000})
+	if err != nil || len(evs) != 1 {
+		t.Fatalf("list before 3e9: %v %v", evs, err)
+	}
+}
