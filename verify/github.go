@@ -28,22 +28,22 @@ var _ Scheme = (*githubScheme)(nil)
 
 // Verify checks the signature; the event id is X-GitHub-Delivery ("" if
 // absent, so Check falls back to the digest) and the type X-GitHub-Event.
-func (s *githubScheme) Verify(in Input, _ time.Time) (string, string, error) {
+func (s *githubScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	header := in.Header.Get(githubSignatureHeader)
 	if header == "" {
-		return "", "", missingHeader(githubSignatureHeader)
+		return Verified{}, missingHeader(githubSignatureHeader)
 	}
 	if err := checkHeaderLen(githubSignatureHeader, header); err != nil {
-		return "", "", err
+		return Verified{}, err
 	}
 	sig, err := parseGitHubSignature(header)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %s header: %w", ErrUnauthorized, githubSignatureHeader, err)
+		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, githubSignatureHeader, err)
 	}
 	if !anyKeyMatches(s.keys, []signature{sig}, nil, in.Body) {
-		return "", "", fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
 	}
-	return in.Header.Get(githubDeliveryHeader), in.Header.Get(githubEventHeader), nil
+	return Verified{ID: in.Header.Get(githubDeliveryHeader), Type: in.Header.Get(githubEventHeader)}, nil
 }
 
 // parseGitHubSignature reads "sha256=" followed by 64 hex digits.

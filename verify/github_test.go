@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestGitHubPublishedVector(t *testing.T) {
 		t.Fatalf("published vector refused: %v", err)
 	}
 	want := Event{ID: "72d3162e-cc78-11e3-81ab-4c9367dc0958", Type: "push", ContentHash: sha256Hex(ghPayload)}
-	if ev != want {
+	if !reflect.DeepEqual(ev, want) {
 		t.Errorf("event = %+v, want %+v", ev, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -115,7 +116,7 @@ func runCheckCases(t *testing.T, base ProviderConfig, cases []checkCase) {
 			if tc.wantMsg != "" && !strings.Contains(err.Error(), tc.wantMsg) {
 				t.Errorf("error %q does not mention %q", err, tc.wantMsg)
 			}
-			if ev != (Event{}) {
+			if !reflect.DeepEqual(ev, Event{}) {
 				t.Errorf("event %+v returned with an error", ev)
 			}
 		})

@@ -38,8 +38,38 @@ type ProviderConfig struct {
 	Tolerance time.Duration
 	// IDHeader, when set (WHGUARD_<NAME>_ID_HEADER), names the header that
 	// holds the event id, and a request without it is refused; "" means the
-	// scheme's own id, else the body digest.
+	// scheme's own id, else the body digest. The hmac scheme also signs it
+	// as {id}.
 	IDHeader string
+	// PublicKey verifies the public-key schemes (WHGUARD_<NAME>_PUBLIC_KEY):
+	// sendgrid, base64 DER ECDSA P-256; discord, hex ed25519.
+	PublicKey string
+	// PublicURL is the URL the sender posts to, without query, for schemes
+	// that sign it (twilio, square): WHGUARD_<NAME>_PUBLIC_URL. The received
+	// query string is appended.
+	PublicURL string
+	// HMAC configures the generic hmac scheme.
+	HMAC HMACConfig
+}
+
+// HMACConfig configures the generic "hmac" scheme for in-house senders
+// (WHGUARD_<NAME>_HMAC_ALGORITHM, _SIGNATURE_HEADER, _SIGNATURE_ENCODING,
+// _SIGNATURE_PREFIX, _TIMESTAMP_HEADER, _SIGNED_CONTENT).
+type HMACConfig struct {
+	// Algorithm is sha256 (default), sha512 or sha1.
+	Algorithm string
+	// SignatureHeader names the header carrying the signature (required).
+	SignatureHeader string
+	// Encoding is hex (default) or base64.
+	Encoding string
+	// Prefix precedes the encoded signature, e.g. "sha256=".
+	Prefix string
+	// TimestampHeader, when set, names a header of unix seconds that is
+	// checked against the tolerance and signed as {timestamp}.
+	TimestampHeader string
+	// SignedContent is a template over {id}, {timestamp} and {body};
+	// "" means "{body}".
+	SignedContent string
 }
 
 // Provider verifies the requests of one configured sender. It is immutable
@@ -98,6 +128,16 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 		p.verifier = &githubScheme{keys: keys}
 	case SchemeNone:
 		p.verifier = noneScheme{}
+	case SchemeSlack, SchemeShopify, SchemeTwilio, SchemePaddle, SchemeLinear, SchemeIntercom, SchemeZoom,
+		SchemeSquare, SchemeSendGrid, SchemePagerDuty, SchemeDiscord, SchemeGitLab, SchemeHMAC:
+		v, err := newExtraScheme(cfg, tolerance)
+		if err != nil {
+			return nil, err
+		}
+		p.verifier = v
+		if d, ok := v.(volatileDeclarer); ok {
+			p.volatile = d.Volatile()
+		}
 	default:
 		return nil, fmt.Errorf("unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", "))
 	}
@@ -149,10 +189,15 @@ func (p *Provider) SchemeName() string { return p.scheme }
 // Every error wraps ErrUnauthorized or ErrBadRequest and is safe to show
 // the sender.
 func (p *Provider) Check(in Input, now time.Time) (Event, error) {
-	id, typ, err := p.verifier.Verify(in, now)
+	v, err := p.verifier.Verify(in, now)
 	if err != nil {
 		return Event{}, err
 	}
+	if v.Handshake != nil {
+		// Verified, answered at once, never journaled: no key needed.
+		return Event{Handshake: v.Handshake}, nil
+	}
+	id, typ := v.ID, v.Type
 	if p.idHeader != "" {
 		id = in.Header.Get(p.idHeader)
 		if id == "" {
@@ -167,7 +212,16 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 
 	contentHash, err := ContentDigest(in.Header, in.Body, p.volatile)
 	if err != nil {
-		return Event{}, err
+		if id == "" {
+			// The key itself needs the canonical body: refuse (SPEC 2,
+			// "body unparseable where the key needs it").
+			return Event{}, err
+		}
+		// The key came from a header or the scheme: a body we cannot
+		// canonicalize (duplicate keys, too deep, a broken form) is still a
+		// verified event. Compare resends by their raw bytes rather than
+		// refuse it and have the sender retry until it gives up.
+		contentHash = hashBytes(in.Body)
 	}
 	if id == "" {
 		id = contentHash
@@ -177,10 +231,15 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 			}
 		}
 	}
+	if typ == "" {
+		// Schemes without a type of their own (none, hmac, …): a JSON
+		// body's top-level "type" is what most senders use.
+		typ = bodyType(in.Body)
+	}
 	if !printable(typ, maxEventTypeLength) {
 		typ = ""
 	}
-	return Event{ID: id, Type: typ, ContentHash: contentHash}, nil
+	return Event{ID: id, Type: typ, ContentHash: contentHash, Reply: v.Reply}, nil
 }
 
 func checkEventID(id string) error {

@@ -1,6 +1,9 @@
 package verify
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -73,7 +76,8 @@ func TestNewProviderAccepts(t *testing.T) {
 
 func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
-	if want := []string{"standard", "svix", "stripe", "github", "none"}; !slices.Equal(got, want) {
+	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
+		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -82,15 +86,26 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 	}
 	for scheme, want := range map[string]time.Duration{
 		"standard": 5 * time.Minute, "svix": 5 * time.Minute, "stripe": 5 * time.Minute,
-		"github": 0, "none": 0, "nope": 0,
+		"github": 0, "none": 0, "nope": 0, "slack": 5 * time.Minute, "linear": time.Minute,
+		"shopify": 0, "twilio": 0, "gitlab": 0, "pagerduty": 0, "square": 0, "intercom": 0,
 	} {
 		if d := DefaultTolerance(scheme); d != want {
 			t.Errorf("DefaultTolerance(%q) = %v, want %v", scheme, d, want)
 		}
 	}
 	for _, s := range KnownSchemes() {
-		secrets := []string{swSecret}
-		if _, err := NewProvider(ProviderConfig{Name: "k", Scheme: s, Secrets: secrets}); err != nil {
+		cfg := ProviderConfig{Name: "k", Scheme: s, Secrets: []string{swSecret}}
+		switch s {
+		case SchemeSendGrid:
+			cfg.PublicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
+		case SchemeDiscord:
+			cfg.PublicKey = strings.Repeat("ab", 32)
+		case SchemeTwilio, SchemeSquare:
+			cfg.PublicURL = "https://example.com/hook"
+		case SchemeHMAC:
+			cfg.HMAC.SignatureHeader = "X-Signature"
+		}
+		if _, err := NewProvider(cfg); err != nil {
 			t.Errorf("known scheme %q refused: %v", s, err)
 		}
 	}
@@ -179,5 +194,43 @@ func TestErrorsNeverEchoSecretsOrSignatures(t *testing.T) {
 		if msg := err.Error(); strings.Contains(msg, sig) || strings.Contains(msg, stripeSecret) || strings.Contains(msg, "MfKQ9r8") {
 			t.Errorf("error %q echoes a secret or signature", msg)
 		}
+	}
+}
+
+// A verified event whose key comes from a header is accepted even when its
+// body cannot be canonicalized; resends are then compared by raw bytes.
+// Only where the key itself needs the body is such a body refused.
+func TestUncanonicalBodyWithHeaderKey(t *testing.T) {
+	secret := "It's a Secret to Everybody"
+	p := mustProvider(t, ProviderConfig{Name: "gh", Scheme: SchemeGitHub, Secrets: []string{secret}})
+	body := `{"a":1,"a":2}`
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(body))
+	h := headers("X-Hub-Signature-256", "sha256="+hex.EncodeToString(mac.Sum(nil)), "X-GitHub-Delivery", "d-1")
+	ev, err := p.Check(Input{Header: h, Body: []byte(body)}, time.Now())
+	if err != nil {
+		t.Fatalf("verified event with a header id refused: %v", err)
+	}
+	if ev.ID != "d-1" || ev.ContentHash != sha256Hex(body) {
+		t.Fatalf("event %+v, want id d-1 and the raw-bytes hash", ev)
+	}
+	h.Del("X-GitHub-Delivery")
+	if _, err := p.Check(Input{Header: h, Body: []byte(body)}, time.Now()); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("digest-keyed event with duplicate keys: %v, want ErrBadRequest", err)
+	}
+}
+
+func TestFormErrorDoesNotEchoBody(t *testing.T) {
+	_, err := Digest(headers("Content-Type", "application/x-www-form-urlencoded"), []byte("a=%zzSECRETISH"))
+	if !errors.Is(err, ErrBadRequest) || strings.Contains(err.Error(), "zz") {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestEventTypeFromJSONBody(t *testing.T) {
+	p := mustProvider(t, ProviderConfig{Name: "n", Scheme: SchemeNone})
+	ev, err := p.Check(Input{Header: headers("Content-Type", "application/json"), Body: []byte(`{"type":"order.paid"}`)}, time.Now())
+	if err != nil || ev.Type != "order.paid" {
+		t.Fatalf("%+v %v", ev, err)
 	}
 }

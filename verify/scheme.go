@@ -21,29 +21,59 @@ const (
 
 // Scheme names accepted in ProviderConfig.Scheme.
 const (
-	SchemeStandard = "standard"
-	SchemeSvix     = "svix"
-	SchemeStripe   = "stripe"
-	SchemeGitHub   = "github"
-	SchemeNone     = "none"
+	SchemeStandard  = "standard"
+	SchemeSvix      = "svix"
+	SchemeStripe    = "stripe"
+	SchemeGitHub    = "github"
+	SchemeSlack     = "slack"
+	SchemeShopify   = "shopify"
+	SchemeTwilio    = "twilio"
+	SchemePaddle    = "paddle"
+	SchemeLinear    = "linear"
+	SchemeIntercom  = "intercom"
+	SchemeZoom      = "zoom"
+	SchemeSquare    = "square"
+	SchemeSendGrid  = "sendgrid"
+	SchemePagerDuty = "pagerduty"
+	SchemeDiscord   = "discord"
+	SchemeGitLab    = "gitlab"
+	SchemeHMAC      = "hmac"
+	SchemeNone      = "none"
 )
 
 // KnownSchemes returns the scheme names NewProvider accepts, in a new slice.
 func KnownSchemes() []string {
-	return []string{SchemeStandard, SchemeSvix, SchemeStripe, SchemeGitHub, SchemeNone}
+	return []string{SchemeStandard, SchemeSvix, SchemeStripe, SchemeGitHub, SchemeSlack, SchemeShopify,
+		SchemeTwilio, SchemePaddle, SchemeLinear, SchemeIntercom, SchemeZoom, SchemeSquare, SchemeSendGrid,
+		SchemePagerDuty, SchemeDiscord, SchemeGitLab, SchemeHMAC, SchemeNone}
 }
 
 // DefaultTolerance returns the timestamp tolerance a scheme uses when its
-// ProviderConfig leaves Tolerance zero: 5 minutes for the schemes with a
-// signed timestamp (the Standard Webhooks, Svix and stripe-go defaults), 0
-// for those without one (github, none) and for unknown names.
+// ProviderConfig leaves Tolerance zero, and 0 for schemes without a signed
+// timestamp and for unknown names:
+//   - 5 minutes: Standard Webhooks, Svix, stripe-go and Slack's documented
+//     defaults; also Paddle (its SDK helpers use 5 s, too tight for real
+//     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
+//     Discord and generic hmac with a timestamp header, whose senders
+//     document no bound;
+//   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
 func DefaultTolerance(scheme string) time.Duration {
 	switch scheme {
-	case SchemeStandard, SchemeSvix, SchemeStripe:
+	case SchemeStandard, SchemeSvix, SchemeStripe, SchemeSlack, SchemePaddle, SchemeZoom,
+		SchemeSendGrid, SchemeDiscord, SchemeHMAC:
 		return 5 * time.Minute
+	case SchemeLinear:
+		return time.Minute
 	default:
 		return 0
 	}
+}
+
+// volatileDeclarer is implemented by schemes whose payloads carry
+// top-level fields that legitimately change between redeliveries of one
+// event; they are left out of the content hash (SPEC 3).
+type volatileDeclarer interface {
+	Volatile() []string
 }
 
 // signature is one decoded HMAC-SHA256 value from a signature header.
@@ -96,6 +126,6 @@ var _ Scheme = noneScheme{}
 
 // Verify accepts the request; the event id then comes from the ID header or
 // the body digest.
-func (noneScheme) Verify(Input, time.Time) (string, string, error) {
-	return "", "", nil
+func (noneScheme) Verify(Input, time.Time) (Verified, error) {
+	return Verified{}, nil
 }

@@ -67,37 +67,37 @@ func decodeStandardSecret(secret string) ([]byte, error) {
 
 // Verify checks the timestamp and the signatures; the event id is the id
 // header and the type the body's top-level "type" string, if any.
-func (s *standardScheme) Verify(in Input, now time.Time) (string, string, error) {
+func (s *standardScheme) Verify(in Input, now time.Time) (Verified, error) {
 	names, id, ts, sig := s.readHeaders(in.Header)
 	switch {
 	case sig == "":
-		return "", "", missingHeader(names.signature)
+		return Verified{}, missingHeader(names.signature)
 	case id == "":
-		return "", "", missingHeader(names.id)
+		return Verified{}, missingHeader(names.id)
 	case ts == "":
-		return "", "", missingHeader(names.timestamp)
+		return Verified{}, missingHeader(names.timestamp)
 	}
 	if err := checkHeaderLen(names.signature, sig); err != nil {
-		return "", "", err
+		return Verified{}, err
 	}
 	unix, ok := parseUnixSeconds(ts)
 	if !ok {
-		return "", "", fmt.Errorf("%w: malformed %s header", ErrUnauthorized, names.timestamp)
+		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, names.timestamp)
 	}
 	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
-		return "", "", err
+		return Verified{}, err
 	}
 	sigs, err := parseStandardSignatures(sig)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %s header: %w", ErrUnauthorized, names.signature, err)
+		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, names.signature, err)
 	}
 	// The official libraries sign the timestamp as re-formatted from its
 	// parsed value; so do we.
 	prefix := id + "." + strconv.FormatInt(unix, 10) + "."
 	if !anyKeyMatches(s.keys, sigs, []byte(prefix), in.Body) {
-		return "", "", fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
 	}
-	return id, bodyType(in.Body), nil
+	return Verified{ID: id, Type: bodyType(in.Body)}, nil
 }
 
 // readHeaders picks the first header set present in full; failing that, the

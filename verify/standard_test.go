@@ -2,6 +2,7 @@ package verify
 
 import (
 	"errors"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestStandardPublishedVector(t *testing.T) {
 				t.Fatalf("published vector refused: %v", err)
 			}
 			want := Event{ID: swID, Type: "", ContentHash: sha256Hex(`{"test":2432232314}`)}
-			if ev != want {
+			if !reflect.DeepEqual(ev, want) {
 				t.Errorf("event = %+v, want %+v", ev, want)
 			}
 		})

@@ -30,36 +30,36 @@ var _ Scheme = (*stripeScheme)(nil)
 
 // Verify checks the timestamp and the v1 signatures; the event id and type
 // are the body's top-level "id" and "type" strings.
-func (s *stripeScheme) Verify(in Input, now time.Time) (string, string, error) {
+func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 	header := in.Header.Get(stripeSignatureHeader)
 	if header == "" {
-		return "", "", missingHeader(stripeSignatureHeader)
+		return Verified{}, missingHeader(stripeSignatureHeader)
 	}
 	if err := checkHeaderLen(stripeSignatureHeader, header); err != nil {
-		return "", "", err
+		return Verified{}, err
 	}
 	ts, sigs, err := parseStripeHeader(header)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
+		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
 	}
 	// stripe-go refuses only stale timestamps; SPEC 4 bounds both directions.
 	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
-		return "", "", err
+		return Verified{}, err
 	}
 	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
-		return "", "", fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
 	}
 
 	v, err := parseJSON(in.Body)
 	if err != nil {
-		return "", "", fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return Verified{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
 	}
 	id, ok := v.stringField("id")
 	if !ok || id == "" {
-		return "", "", fmt.Errorf("%w: body has no string \"id\"", ErrBadRequest)
+		return Verified{}, fmt.Errorf("%w: body has no string \"id\"", ErrBadRequest)
 	}
 	typ, _ := v.stringField("type")
-	return id, typ, nil
+	return Verified{ID: id, Type: typ}, nil
 }
 
 // parseStripeHeader reads "t=…,v1=…,…": exactly one t (unix seconds) and at

@@ -31,6 +31,9 @@ type Input struct {
 	Header http.Header
 	// Body holds the exact received bytes.
 	Body []byte
+	// RawQuery is the received query string, without "?" (schemes that sign
+	// the sender's URL append it to the configured public URL).
+	RawQuery string
 }
 
 // Event is what Check derives from a verified request.
@@ -43,13 +46,32 @@ type Event struct {
 	// ContentHash is "sha256:" + hex of the canonical content with the
 	// scheme's volatile fields removed; used to tell duplicates from conflicts.
 	ContentHash string
+	// Handshake, when non-nil, marks a verified sender handshake (Zoom URL
+	// validation, Slack url_verification, Discord PING): answer 200 with
+	// these bytes at once, and never journal or forward the request.
+	Handshake []byte
+	// Reply, when non-nil, is the body to answer with 200 instead of the
+	// 202 accepted body, for the new event and its duplicates alike (a
+	// Discord interaction needs an interaction response).
+	Reply []byte
+}
+
+// Verified is what a scheme learns from a request it verified.
+type Verified struct {
+	// ID is the scheme's own event id ("" when it has none).
+	ID string
+	// Type is the event type ("" when unknown).
+	Type string
+	// Handshake and Reply are copied to Event; see there.
+	Handshake []byte
+	Reply     []byte
 }
 
 // Scheme verifies one signature scheme. Implementations are safe for
 // concurrent use.
 type Scheme interface {
 	// Verify checks the request's signature (and timestamp where the scheme
-	// has one) against every secret and returns the scheme's own event id
-	// and type ("" when the scheme has none).
-	Verify(in Input, now time.Time) (id, eventType string, err error)
+	// has one) against every secret and returns what it learned: the
+	// scheme's own event id and type, and any handshake or reply.
+	Verify(in Input, now time.Time) (Verified, error)
 }
