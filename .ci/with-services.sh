@@ -3,6 +3,8 @@
 #   1. the ones already answering on 127.0.0.1:5432 / 127.0.0.1:6379;
 #   2. else throwaway servers started from installed binaries in a temp dir;
 #   3. else, as root, the Debian packages are installed first.
+# Also makes sure headless Chromium is installed (the inspector's browser
+# test), installing Debian's package as root when it is missing.
 # Exports TEST_DATABASE_URL and TEST_REDIS_URL for the tests, and stops and
 # removes whatever it started on exit.
 # WHGUARD_TEST_PG_ADDR / WHGUARD_TEST_REDIS_ADDR override where to look
@@ -50,7 +52,12 @@ run_as_pg() {
     else useradd --system --no-create-home whguardpg 2>/dev/null || true; pg_user=whguardpg; fi
     chown -R "$pg_user" "$tmp"
   fi
-  runuser -u "$pg_user" -- "$@"
+  runuser -u "$pg_user" -- # The web inspector's browser test drives Debian's headless Chromium.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${WHGUARD_TEST_CHROMIUM:-}" ]; then
+  apt_install chromium || log "no Chromium: the inspector's browser test will fail"
+fi
+
+"$@"
 }
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
@@ -94,6 +101,11 @@ else
   for _ in $(seq 50); do [ "$(redis-cli -p "$port" ping 2>/dev/null || true)" = PONG ] && break; sleep 0.1; done
   export TEST_REDIS_URL=redis://127.0.0.1:$port/0
   log "started throwaway Redis on 127.0.0.1:$port"
+fi
+
+# The web inspector's browser test drives Debian's headless Chromium.
+if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${WHGUARD_TEST_CHROMIUM:-}" ]; then
+  apt_install chromium || log "no Chromium: the inspector's browser test will fail"
 fi
 
 "$@"

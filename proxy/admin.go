@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	_ "embed"
 	"errors"
 	"net/http"
 	"strings"
@@ -15,6 +16,9 @@ import (
 
 	"github.com/whguard/whguard/journal"
 )
+
+//go:embed inspector/index.html
+var inspectorPage []byte
 
 // AdminConfig configures the admin listener's handler.
 type AdminConfig struct {
@@ -56,6 +60,18 @@ func NewAdmin(cfg AdminConfig) http.Handler {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	// The inspector page is static and holds no data: it asks for the token
+	// and calls /api/ with it, so serving it openly reveals nothing.
+	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/inspect", http.StatusFound)
+	})
+	mux.HandleFunc("GET /inspect", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'")
+		w.Header().Set("X-Frame-Options", "DENY")
+		w.Header().Set("Referrer-Policy", "no-referrer")
+		_, _ = w.Write(inspectorPage)
+	})
 
 	api := cfg.API
 	if api == nil {
@@ -70,7 +86,12 @@ func NewAdmin(cfg AdminConfig) http.Handler {
 func requireBearer(token string, next http.Handler) http.Handler {
 	want := sha256.Sum256([]byte(token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// The scheme name is case-insensitive (RFC 9110 11.1).
+		auth := r.Header.Get("Authorization")
+		got, ok := "", len(auth) > 7 && strings.EqualFold(auth[:7], "Bearer ")
+		if ok {
+			got = auth[7:]
+		}
 		// Compare digests so the comparison time does not depend on length.
 		gotSum := sha256.Sum256([]byte(got))
 		if token == "" || !ok || subtle.ConstantTimeCompare(gotSum[:], want[:]) != 1 {

@@ -128,6 +128,7 @@ const (
 	ResultUnavailable      = "unavailable"
 	ResultNotFound         = "not_found"
 	ResultMethodNotAllowed = "method_not_allowed"
+	ResultHandshake        = "handshake"
 )
 
 // acceptedReply is the 202 body. It is a pure function of the event, so a
@@ -167,7 +168,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body}, in.now())
+	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery}, in.now())
 	if err != nil {
 		// verify's messages are written to be shown: they never carry a
 		// secret or a signature value.
@@ -177,6 +178,12 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		default:
 			in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start)
 		}
+		return
+	}
+	if event.Handshake != nil {
+		// A verified sender handshake: answered as the sender requires,
+		// never journaled or forwarded.
+		in.reply(w, name, ResultHandshake, http.StatusOK, event.Handshake, start)
 		return
 	}
 
@@ -199,13 +206,17 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("journal unavailable, retry later"), start)
 		return
 	}
-	ok202, _ := json.Marshal(acceptedReply{Status: "accepted", Provider: name, EventID: event.ID})
+	ack, ackStatus := event.Reply, http.StatusOK
+	if ack == nil {
+		ack, _ = json.Marshal(acceptedReply{Status: "accepted", Provider: name, EventID: event.ID})
+		ackStatus = http.StatusAccepted
+	}
 	switch results[0].Outcome {
 	case journal.Inserted:
 		in.commit()
-		in.reply(w, name, ResultAccepted, http.StatusAccepted, ok202, start)
+		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 	case journal.Duplicate:
-		in.reply(w, name, ResultDuplicate, http.StatusOK, ok202, start)
+		in.reply(w, name, ResultDuplicate, http.StatusOK, ack, start)
 	default:
 		in.log.Warn("event id reused with different content",
 			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("id", results[0].ID))

@@ -529,7 +529,7 @@ func TestAdmin(t *testing.T) {
 		t.Errorf("metrics %d:\n%s", s, b)
 	}
 	if err := testutil.GatherAndCompare(f.reg, bytes.NewBufferString(`
-# HELP whguard_ingress_requests_total Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed).
+# HELP whguard_ingress_requests_total Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed, handshake).
 # TYPE whguard_ingress_requests_total counter
 whguard_ingress_requests_total{provider="std",result="accepted"} 1
 `), "whguard_ingress_requests_total"); err != nil {

@@ -18,7 +18,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "whguard_ingress_requests_total",
-			Help: "Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed).",
+			Help: "Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed, handshake).",
 		}, []string{"provider", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "whguard_ingress_duration_seconds",

@@ -56,6 +56,15 @@ type providerEnv struct {
 	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
 	BackendURL     string        `env:"BACKEND_URL"`
 	ForwardPath    string        `env:"FORWARD_PATH"`
+
+	PublicKey         string `env:"PUBLIC_KEY"`
+	PublicURL         string `env:"PUBLIC_URL"`
+	HMACAlgorithm     string `env:"HMAC_ALGORITHM"`
+	SignatureHeader   string `env:"SIGNATURE_HEADER"`
+	SignatureEncoding string `env:"SIGNATURE_ENCODING"`
+	SignaturePrefix   string `env:"SIGNATURE_PREFIX"`
+	TimestampHeader   string `env:"TIMESTAMP_HEADER"`
+	SignedContent     string `env:"SIGNED_CONTENT"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -226,21 +235,103 @@ func (c *config) validate() (warnings []string, err error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.env.Scheme == "none" {
+		if err := p.checkSchemeSettings(len(secrets)); err != nil {
+			return nil, err
+		}
+		if p.env.Scheme == verify.SchemeNone {
 			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
-		} else if len(secrets) == 0 {
-			return nil, configErrorf("%sSECRET: not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.prefix, p.env.Scheme)
 		}
 		p.provider, err = verify.NewProvider(verify.ProviderConfig{
 			Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
 			Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
+			PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
+			HMAC: verify.HMACConfig{
+				Algorithm: p.env.HMACAlgorithm, SignatureHeader: p.env.SignatureHeader,
+				Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
+				TimestampHeader: p.env.TimestampHeader, SignedContent: p.env.SignedContent,
+			},
 		})
 		if err != nil {
-			// verify's errors never contain the secret itself.
-			return nil, configErrorf("%sSECRET: %v", p.prefix, err)
+			// verify's errors never contain the secret or key itself.
+			return nil, configErrorf("%s%s: %v", p.prefix, p.blame(err), err)
 		}
 	}
 	return warnings, nil
+}
+
+// Schemes that verify with a public key, and those that sign the URL.
+var (
+	publicKeySchemes = map[string]bool{verify.SchemeSendGrid: true, verify.SchemeDiscord: true}
+	publicURLSchemes = map[string]bool{verify.SchemeTwilio: true, verify.SchemeSquare: true}
+)
+
+// checkSchemeSettings checks, before the provider is built, the settings a
+// scheme needs, so each error names its own variable.
+func (p *providerConfig) checkSchemeSettings(nSecrets int) error {
+	scheme := p.env.Scheme
+	switch {
+	case scheme == verify.SchemeNone:
+	case publicKeySchemes[scheme]:
+		if p.env.PublicKey == "" {
+			return configErrorf("%sPUBLIC_KEY: not set; scheme %s verifies with the sender's public key", p.prefix, scheme)
+		}
+	case nSecrets == 0:
+		return configErrorf("%sSECRET: not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.prefix, scheme)
+	}
+	if publicURLSchemes[scheme] {
+		if p.env.PublicURL == "" {
+			return configErrorf("%sPUBLIC_URL: not set; scheme %s signs the URL the sender posts to", p.prefix, scheme)
+		}
+		if u, err := url.Parse(p.env.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return configErrorf("%sPUBLIC_URL: %q must be an absolute http(s) URL without query", p.prefix, p.env.PublicURL)
+		}
+	}
+	if scheme != verify.SchemeHMAC {
+		return nil
+	}
+	switch p.env.HMACAlgorithm {
+	case "", "sha256", "sha512", "sha1":
+	default:
+		return configErrorf("%sHMAC_ALGORITHM: %q is not sha256, sha512 or sha1", p.prefix, p.env.HMACAlgorithm)
+	}
+	switch p.env.SignatureEncoding {
+	case "", "hex", "base64":
+	default:
+		return configErrorf("%sSIGNATURE_ENCODING: %q is not hex or base64", p.prefix, p.env.SignatureEncoding)
+	}
+	if p.env.SignatureHeader == "" {
+		return configErrorf("%sSIGNATURE_HEADER: not set; scheme hmac needs the name of the header carrying the signature", p.prefix)
+	}
+	tmpl := p.env.SignedContent
+	rest := strings.NewReplacer("{id}", "", "{timestamp}", "", "{body}", "").Replace(tmpl)
+	if strings.ContainsAny(rest, "{}") {
+		return configErrorf("%sSIGNED_CONTENT: %q uses a placeholder other than {id}, {timestamp}, {body}", p.prefix, tmpl)
+	}
+	if strings.Contains(tmpl, "{timestamp}") && p.env.TimestampHeader == "" {
+		return configErrorf("%sSIGNED_CONTENT: uses {timestamp} but %sTIMESTAMP_HEADER is not set", p.prefix, p.prefix)
+	}
+	if strings.Contains(tmpl, "{id}") && p.env.IDHeader == "" {
+		return configErrorf("%sSIGNED_CONTENT: uses {id} but %sID_HEADER is not set", p.prefix, p.prefix)
+	}
+	return nil
+}
+
+// blame names the variable a provider construction error is about.
+func (p *providerConfig) blame(err error) string {
+	msg := strings.ToLower(err.Error())
+	switch {
+	case strings.Contains(msg, "id header"):
+		return "ID_HEADER"
+	case strings.Contains(msg, "tolerance"):
+		return "TOLERANCE"
+	case publicKeySchemes[p.env.Scheme]:
+		return "PUBLIC_KEY"
+	case strings.Contains(msg, "url"):
+		return "PUBLIC_URL"
+	case p.env.Scheme == verify.SchemeHMAC && !strings.Contains(msg, "secret"):
+		return "SIGNED_CONTENT"
+	}
+	return "SECRET"
 }
 
 // secrets gathers the provider's secrets, current first: SECRET, then each

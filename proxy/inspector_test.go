@@ -1,0 +1,136 @@
+package proxy_test
+
+import (
+	"context"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/proxy"
+)
+
+// chromiumPath finds the browser `make test` installs (Debian's chromium).
+func chromiumPath(t *testing.T) string {
+	t.Helper()
+	for _, p := range []string{os.Getenv("WHGUARD_TEST_CHROMIUM"), "chromium", "chromium-browser", "google-chrome"} {
+		if p == "" {
+			continue
+		}
+		if path, err := exec.LookPath(p); err == nil {
+			return path
+		}
+	}
+	t.Fatal("no Chromium found: `make test` installs Debian's chromium; or set WHGUARD_TEST_CHROMIUM")
+	return ""
+}
+
+// The web inspector in a real headless browser: refuses a wrong token,
+// lists events, shows one with its attempts, and replays it with an
+// audited reason.
+func TestInspectorInBrowser(t *testing.T) {
+	a := newAPIFixture(t, 3, 1)
+	dead := a.events["e000"]
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: a.pg.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: a.pg}),
+	}))
+	defer srv.Close()
+
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+
+	// waitJS polls a JavaScript condition in the page.
+	waitJS := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+"`"+sel+"`"+`).textContent`))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), "wrong"),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("wrong token: %v", err)
+	}
+	waitJS("the refusal", `document.getElementById("loginErr").textContent.includes("refused")`)
+
+	if err := chromedp.Do(ctx,
+		chromedp.SetValue(chromedp.ID("token"), "browser-token"),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.row[data-id="%d"]`, dead)))); err != nil {
+		t.Fatalf("click row: %v", err)
+	}
+	waitJS("the detail", `!!document.querySelector("#detail h3")`)
+	title, detail := text("#detail h3"), text("#detail")
+	if !strings.Contains(title, fmt.Sprintf("Event %d", dead)) || !strings.Contains(title, "dead") {
+		t.Fatalf("detail title %q", title)
+	}
+	for _, want := range []string{"backend answered 500", `"n": 0`, "Attempts (1)", "oops"} {
+		if !strings.Contains(detail, want) {
+			t.Fatalf("detail lacks %q:\n%s", want, detail)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("reason"), "replayed from the browser test"),
+		chromedp.Click(chromedp.ID("replay")),
+	); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	waitJS("the retry badge", `(document.querySelector("#detail h3 .badge")||{}).textContent === "retry"`)
+	// The replay reached the journal, audited with the typed reason.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := a.pg.Get(context.Background(), dead)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == "retry" && len(d.Replays) == 1 && d.Replays[0].Reason == "replayed from the browser test" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after clicking Replay: status %s replays %+v", d.Status, d.Replays)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
