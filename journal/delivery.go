@@ -130,6 +130,9 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) (int, error) {
 // Release hands unfinished leases back without spending their attempt (a
 // graceful shutdown): the row is due again at once.
 func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
+	if len(ids) != len(tokens) {
+		return 0, fmt.Errorf("release: %d ids but %d tokens", len(ids), len(tokens))
+	}
 	tag, err := p.pool.Exec(ctx, sqlRelease, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)

@@ -3,15 +3,45 @@
 // delivery state the forwarder works from, the raw payload, every delivery
 // attempt, conflicting resends and replay audits.
 //
-// PostgreSQL (Postgres) is the production store. Callers depend on small
-// interfaces of their own that these stores satisfy.
+// PostgreSQL (Postgres) is the production store; SQLite is the embedded
+// one, for a single process with a persistent volume and for the demo. Both
+// implement Store and pass the same conformance suite. Callers depend on
+// small interfaces of their own that these stores satisfy.
 package journal
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+// Store is everything a journal does; both stores implement it.
+type Store interface {
+	// Migrate applies the schema migrations not yet applied.
+	Migrate(ctx context.Context) (applied []int, err error)
+	// Ready reports whether the store answers and is migrated.
+	Ready(ctx context.Context) error
+	// Close releases the store's resources.
+	Close()
+
+	Append(ctx context.Context, events []Event) ([]Result, error)
+
+	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error)
+	Complete(ctx context.Context, fs []Finish) (int, error)
+	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
+	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
+	Stats(ctx context.Context) (Stats, error)
+
+	List(ctx context.Context, f Filter) ([]Summary, int64, error)
+	Get(ctx context.Context, id int64) (*Detail, error)
+	Replay(ctx context.Context, id int64, reason string) error
+	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
+}
+
+var _ Store = (*Postgres)(nil)
 
 // Statuses of an event row (SPEC 5).
 const (

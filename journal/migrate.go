@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-//go:embed migrations/*.sql
+//go:embed migrations/*.sql sqlite_migrations/*.sql
 var migrationFiles embed.FS
 
 // migrationLockKey is the advisory lock that serializes migrations across
@@ -27,10 +27,13 @@ type migration struct {
 	sql     string
 }
 
-// migrations returns the embedded migrations in version order. File names
-// are NNNN_name.sql.
-func migrations() ([]migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
+// migrations returns PostgreSQL's embedded migrations in version order.
+func migrations() ([]migration, error) { return loadMigrations("migrations") }
+
+// loadMigrations reads the migrations of one directory in version order.
+// File names are NNNN_name.sql.
+func loadMigrations(dir string) ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, dir)
 	if err != nil {
 		return nil, fmt.Errorf("read embedded migrations: %w", err)
 	}
@@ -41,7 +44,7 @@ func migrations() ([]migration, error) {
 		if !ok || err != nil {
 			return nil, fmt.Errorf("migration file %q: name must start with a number", e.Name())
 		}
-		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		b, err := migrationFiles.ReadFile(dir + "/" + e.Name())
 		if err != nil {
 			return nil, fmt.Errorf("read migration %q: %w", e.Name(), err)
 		}

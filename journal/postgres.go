@@ -86,20 +86,10 @@ type batchEntry struct {
 	indexes []int
 }
 
-// Append journals a batch of events in one transaction and says, for each
-// event, whether it was new, a duplicate or a conflict. Only the unique
-// constraint decides: INSERT … ON CONFLICT DO NOTHING, then the existing
-// rows' content hashes for the keys that were not inserted. Nothing is
-// committed when an error is returned, and then no event may be
-// acknowledged.
-//
-// The batch is sorted by key and in-batch duplicates are folded before the
-// statement, so concurrent batches take index locks in the same order and
+// groupByKey folds a batch by key (the first event of a key leads) and
+// sorts the keys, so concurrent batches lock index entries in one order and
 // cannot deadlock.
-func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
+func groupByKey(events []Event) []*batchEntry {
 	byKey := map[[2]string]*batchEntry{}
 	var entries []*batchEntry
 	for i := range events {
@@ -115,7 +105,24 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	slices.SortFunc(entries, func(a, b *batchEntry) int {
 		return cmp.Or(cmp.Compare(a.ev.Provider, b.ev.Provider), cmp.Compare(a.ev.EventID, b.ev.EventID))
 	})
+	return entries
+}
 
+// Append journals a batch of events in one transaction and says, for each
+// event, whether it was new, a duplicate or a conflict. Only the unique
+// constraint decides: INSERT … ON CONFLICT DO NOTHING, then the existing
+// rows' content hashes for the keys that were not inserted. Nothing is
+// committed when an error is returned, and then no event may be
+// acknowledged.
+//
+// The batch is sorted by key and in-batch duplicates are folded before the
+// statement, so concurrent batches take index locks in the same order and
+// cannot deadlock.
+func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	entries := groupByKey(events)
 	n := len(entries)
 	providers, ids, types, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 	received := make([]time.Time, n)

@@ -1,0 +1,632 @@
+package journal_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+)
+
+// stores are the journal implementations the conformance suite runs on:
+// the same test functions, one constructor each (SPEC: both stores behave
+// alike). Each constructor returns an unmigrated store of its own.
+var stores = []struct {
+	name string
+	open func(t *testing.T) journal.Store
+}{
+	{"postgres", func(t *testing.T) journal.Store {
+		t.Helper()
+		ctx := context.Background()
+		u, drop, err := testdb.Create(ctx, "jt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(drop)
+		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pg.Close)
+		return pg
+	}},
+	{"sqlite", func(t *testing.T) journal.Store {
+		t.Helper()
+		s, err := journal.OpenSQLite(context.Background(), journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "journal.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}},
+}
+
+// TestConformance runs every behaviour test against every store.
+func TestConformance(t *testing.T) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s journal.Store)
+	}{
+		{"MigrateTwiceAndReady", testMigrateTwiceAndReady},
+		{"AppendOutcomes", testAppendOutcomes},
+		{"AppendBatch", testAppendBatch},
+		{"AppendConcurrentSameKey", testAppendConcurrentSameKey},
+		{"AppendConcurrentBatches", testAppendConcurrentBatches},
+		{"LeaseCompleteAndAttempts", testLeaseCompleteAndAttempts},
+		{"LeaseIsExclusive", testLeaseIsExclusive},
+		{"LateWorkerCannotFinish", testLateWorkerCannotFinish},
+		{"ReapToDeadWhenBudgetSpent", testReapToDeadWhenBudgetSpent},
+		{"ReleaseKeepsTheAttempt", testReleaseKeepsTheAttempt},
+		{"RetryDueLater", testRetryDueLater},
+		{"ReplayFreshBudget", testReplayFreshBudget},
+		{"BulkReplayTerminates", testBulkReplayTerminates},
+		{"ListFiltersAndCursor", testListFiltersAndCursor},
+		{"Stats", testStats},
+	}
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) {
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) {
+					s := st.open(t)
+					if tc.name != "MigrateTwiceAndReady" {
+						if _, err := s.Migrate(context.Background()); err != nil {
+							t.Fatal(err)
+						}
+					}
+					tc.fn(t, s)
+				})
+			}
+		})
+	}
+}
+
+func ev(provider, id, hash string) journal.Event {
+	return journal.Event{
+		Provider: provider, EventID: id, EventType: "t", ContentHash: hash,
+		Headers: http.Header{"Webhook-Id": {id}}, Body: []byte(`{"id":"` + id + `","h":"` + hash + `"}`),
+		Path: "/webhooks/" + provider, RawQuery: "q=1",
+	}
+}
+
+func appendOne(t *testing.T, s journal.Store, e journal.Event) journal.Result {
+	t.Helper()
+	r, err := s.Append(context.Background(), []journal.Event{e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r[0]
+}
+
+// count lists every event matching f (paging through).
+func count(t *testing.T, s journal.Store, f journal.Filter) int {
+	t.Helper()
+	n := 0
+	f.Limit = 500
+	for {
+		evs, next, err := s.List(context.Background(), f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += len(evs)
+		if next == 0 {
+			return n
+		}
+		f.Before = next
+	}
+}
+
+func get(t *testing.T, s journal.Store, id int64) *journal.Detail {
+	t.Helper()
+	d, err := s.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func leaseAll(t *testing.T, s journal.Store, leaseFor time.Duration) []journal.Delivery {
+	t.Helper()
+	ds, err := s.Lease(context.Background(), 100, leaseFor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+func finish(d journal.Delivery, status string, code int) journal.Finish {
+	return journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: status, LastError: fmt.Sprintf("answered %d", code),
+		Attempt: journal.Attempt{Number: d.Attempt, StartedAt: time.Now(), DurationMS: 7, StatusCode: code, ResponseExcerpt: "excerpt"}}
+}
+
+func testMigrateTwiceAndReady(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	if err := s.Ready(ctx); !errors.Is(err, journal.ErrNotMigrated) {
+		t.Fatalf("ready before migrate = %v, want ErrNotMigrated", err)
+	}
+	applied, err := s.Migrate(ctx)
+	if err != nil || len(applied) == 0 {
+		t.Fatalf("first migrate: %v %v", applied, err)
+	}
+	applied, err = s.Migrate(ctx)
+	if err != nil || len(applied) != 0 {
+		t.Fatalf("second migrate applied %v, err %v", applied, err)
+	}
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("ready after migrate: %v", err)
+	}
+}
+
+func testAppendOutcomes(t *testing.T, s journal.Store) {
+	r := appendOne(t, s, ev("p", "a", "h1"))
+	if r.Outcome != journal.Inserted || r.ID == 0 {
+		t.Fatalf("first append: %+v", r)
+	}
+	first := r.ID
+	if r := appendOne(t, s, ev("p", "a", "h1")); r.Outcome != journal.Duplicate || r.ID != first {
+		t.Fatalf("same content: %+v, want duplicate of %d", r, first)
+	}
+	if r := appendOne(t, s, ev("p", "a", "h2")); r.Outcome != journal.Conflict || r.ID != first {
+		t.Fatalf("other content: %+v, want conflict on %d", r, first)
+	}
+	if r := appendOne(t, s, ev("q", "a", "h2")); r.Outcome != journal.Inserted || r.ID == first {
+		t.Fatalf("same id, other provider: %+v", r)
+	}
+	if n := count(t, s, journal.Filter{}); n != 2 {
+		t.Fatalf("events = %d, want 2", n)
+	}
+	d := get(t, s, first)
+	if d.Conflicts != 1 {
+		t.Fatalf("conflicts = %d, want 1", d.Conflicts)
+	}
+	if d.Body != `{"id":"a","h":"h1"}` || d.Headers.Get("Webhook-Id") != "a" || d.Path != "/webhooks/p" || d.RawQuery != "q=1" {
+		t.Fatalf("first payload not kept exactly: %+v", d)
+	}
+	if d.Status != journal.StatusPending || d.EventType != "t" || d.Attempts != 0 {
+		t.Fatalf("new event state: %+v", d.Summary)
+	}
+	if _, err := s.Get(context.Background(), 1<<40); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+}
+
+func testAppendBatch(t *testing.T, s journal.Store) {
+	appendOne(t, s, ev("p", "old", "h"))
+	batch := []journal.Event{
+		ev("p", "z", "h"),   // new
+		ev("p", "old", "h"), // duplicate of a stored row
+		ev("p", "z", "h"),   // in-batch duplicate
+		ev("p", "z", "X"),   // in-batch conflict
+		ev("p", "old", "Y"), // conflict with a stored row
+		ev("p", "b", "h"),   // new
+	}
+	r, err := s.Append(context.Background(), batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []journal.Outcome{journal.Inserted, journal.Duplicate, journal.Duplicate, journal.Conflict, journal.Conflict, journal.Inserted}
+	for i, w := range want {
+		if r[i].Outcome != w {
+			t.Errorf("batch[%d] = %v, want %v", i, r[i].Outcome, w)
+		}
+	}
+	if r[0].ID != r[2].ID || r[0].ID != r[3].ID || r[1].ID != r[4].ID {
+		t.Errorf("ids do not line up: %+v", r)
+	}
+	if n := count(t, s, journal.Filter{}); n != 3 {
+		t.Fatalf("events = %d, want 3", n)
+	}
+	if b := get(t, s, r[5].ID).Body; b != `{"id":"b","h":"h"}` {
+		t.Fatalf("payload of a batch row: %q", b)
+	}
+	if c := get(t, s, r[0].ID).Conflicts; c != 1 {
+		t.Fatalf("in-batch conflict recorded %d times", c)
+	}
+}
+
+// Many concurrent appends of one key: exactly one is inserted.
+func testAppendConcurrentSameKey(t *testing.T, s journal.Store) {
+	const n = 40
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = map[journal.Outcome]int{}
+		ids      = map[int64]bool{}
+	)
+	start := make(chan struct{})
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			r, err := s.Append(context.Background(), []journal.Event{ev("p", "same", "h")})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			outcomes[r[0].Outcome]++
+			ids[r[0].ID] = true
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if outcomes[journal.Inserted] != 1 || outcomes[journal.Duplicate] != n-1 || len(ids) != 1 {
+		t.Fatalf("outcomes %v ids %v", outcomes, ids)
+	}
+	if c := count(t, s, journal.Filter{}); c != 1 {
+		t.Fatalf("rows = %d", c)
+	}
+}
+
+// Overlapping batches in opposite orders: no deadlock, no "database is
+// locked", every key once.
+func testAppendConcurrentBatches(t *testing.T, s journal.Store) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var batch []journal.Event
+			for i := range 50 {
+				k := i
+				if g%2 == 1 {
+					k = 49 - i
+				}
+				batch = append(batch, ev("p", fmt.Sprintf("k%02d", k), "h"))
+			}
+			if _, err := s.Append(ctx, batch); err != nil {
+				t.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if c := count(t, s, journal.Filter{}); c != 50 {
+		t.Fatalf("rows = %d", c)
+	}
+}
+
+func testLeaseCompleteAndAttempts(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "a", "h")).ID
+	ds := leaseAll(t, s, time.Minute)
+	if len(ds) != 1 {
+		t.Fatalf("leased %d", len(ds))
+	}
+	d := ds[0]
+	if d.ID != id || d.Attempt != 1 || d.BudgetAttempt != 1 || d.Provider != "p" || d.EventID != "a" ||
+		string(d.Body) != `{"id":"a","h":"h"}` || d.Headers.Get("Webhook-Id") != "a" || d.Path != "/webhooks/p" || d.RawQuery != "q=1" {
+		t.Fatalf("delivery %+v", d)
+	}
+	if get(t, s, id).Status != journal.StatusProcessing {
+		t.Fatal("leased row is not processing")
+	}
+	if more := leaseAll(t, s, time.Minute); len(more) != 0 {
+		t.Fatalf("a leased row was leased again: %+v", more)
+	}
+	n, err := s.Complete(ctx, []journal.Finish{finish(d, journal.StatusDone, 204)})
+	if err != nil || n != 1 {
+		t.Fatalf("complete: %d %v", n, err)
+	}
+	got := get(t, s, id)
+	if got.Status != journal.StatusDone || got.Attempts != 1 || len(got.AttemptLog) != 1 {
+		t.Fatalf("after complete: %+v", got)
+	}
+	a := got.AttemptLog[0]
+	if a.Number != 1 || a.StatusCode != 204 || a.DurationMS != 7 || a.ResponseExcerpt != "excerpt" || a.StartedAt.IsZero() {
+		t.Fatalf("attempt %+v", a)
+	}
+	// A finished row cannot be finished again with the same token.
+	if n, _ := s.Complete(ctx, []journal.Finish{finish(d, journal.StatusDead, 500)}); n != 0 {
+		t.Fatal("completed twice")
+	}
+}
+
+// Concurrent leasers never get the same row.
+func testLeaseIsExclusive(t *testing.T, s journal.Store) {
+	var batch []journal.Event
+	for i := range 200 {
+		batch = append(batch, ev("p", fmt.Sprintf("e%03d", i), "h"))
+	}
+	if _, err := s.Append(context.Background(), batch); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		seen = map[int64]int{}
+	)
+	for range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				ds, err := s.Lease(context.Background(), 7, time.Minute)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(ds) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range ds {
+					seen[d.ID]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if len(seen) != 200 {
+		t.Fatalf("leased %d distinct rows, want 200", len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Fatalf("row %d leased %d times", id, n)
+		}
+	}
+}
+
+// A worker whose lease expired and was taken over cannot record an outcome.
+func testLateWorkerCannotFinish(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "late", "h")).ID
+	first := leaseAll(t, s, 50*time.Millisecond)
+	time.Sleep(100 * time.Millisecond)
+	if n, err := s.ReapExpired(ctx, 5); err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	if d := get(t, s, id); d.Status != journal.StatusRetry || d.LastError == "" {
+		t.Fatalf("after reap: %+v", d.Summary)
+	}
+	second := leaseAll(t, s, time.Minute)
+	if len(second) != 1 || second[0].LeaseToken == first[0].LeaseToken || second[0].Attempt != 2 {
+		t.Fatalf("second lease %+v", second)
+	}
+	if n, err := s.Complete(ctx, []journal.Finish{finish(first[0], journal.StatusDone, 200)}); err != nil || n != 0 {
+		t.Fatalf("late complete took effect: %d %v", n, err)
+	}
+	if d := get(t, s, id); d.Status != journal.StatusProcessing || len(d.AttemptLog) != 0 {
+		t.Fatalf("late worker changed the row: %s, %d attempts logged", d.Status, len(d.AttemptLog))
+	}
+	if n, err := s.Complete(ctx, []journal.Finish{finish(second[0], journal.StatusDone, 200)}); err != nil || n != 1 {
+		t.Fatalf("current holder: %d %v", n, err)
+	}
+}
+
+func testReapToDeadWhenBudgetSpent(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "r", "h")).ID
+	for i := range 2 {
+		if ds := leaseAll(t, s, 10*time.Millisecond); len(ds) != 1 {
+			t.Fatalf("lease %d: %v", i, ds)
+		}
+		time.Sleep(30 * time.Millisecond)
+		if _, err := s.ReapExpired(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if d := get(t, s, id); d.Status != journal.StatusDead || d.Attempts != 2 {
+		t.Fatalf("after two expired leases with a budget of 2: %+v", d.Summary)
+	}
+}
+
+func testReleaseKeepsTheAttempt(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "rel", "h")).ID
+	d := leaseAll(t, s, time.Minute)[0]
+	wrong := d.LeaseToken
+	wrong[0] ^= 0xff
+	n, err := s.Release(ctx, []int64{d.ID}, []uuid.UUID{wrong})
+	if err != nil || n != 0 {
+		t.Fatalf("release with a wrong token: %d %v", n, err)
+	}
+	n, err = s.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken})
+	if err != nil || n != 1 {
+		t.Fatalf("release: %d %v", n, err)
+	}
+	if got := get(t, s, id); got.Status != journal.StatusPending || got.Attempts != 0 {
+		t.Fatalf("after release: %+v, want pending with no attempt spent", got.Summary)
+	}
+	again := leaseAll(t, s, time.Minute)
+	if len(again) != 1 || again[0].Attempt != 1 {
+		t.Fatalf("re-lease after release: %+v", again)
+	}
+}
+
+func testRetryDueLater(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "later", "h")).ID
+	d := leaseAll(t, s, time.Minute)[0]
+	f := finish(d, journal.StatusRetry, 503)
+	f.RetryIn = 300 * time.Millisecond
+	if n, err := s.Complete(ctx, []journal.Finish{f}); err != nil || n != 1 {
+		t.Fatalf("complete: %d %v", n, err)
+	}
+	got := get(t, s, id)
+	if got.Status != journal.StatusRetry || got.LastError != "answered 503" {
+		t.Fatalf("after retry: %+v", got.Summary)
+	}
+	if ds := leaseAll(t, s, time.Minute); len(ds) != 0 {
+		t.Fatal("a retry was leased before it was due")
+	}
+	time.Sleep(400 * time.Millisecond)
+	ds := leaseAll(t, s, time.Minute)
+	if len(ds) != 1 || ds[0].Attempt != 2 || ds[0].BudgetAttempt != 2 {
+		t.Fatalf("due retry: %+v", ds)
+	}
+}
+
+func testReplayFreshBudget(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "rp", "h")).ID
+	if err := s.Replay(ctx, id, "too early"); !errors.Is(err, journal.ErrNotReplayable) {
+		t.Fatalf("replay of a pending event: %v", err)
+	}
+	for range 3 { // three attempts, the last one dead
+		d := leaseAll(t, s, time.Minute)[0]
+		status := journal.StatusRetry
+		if d.Attempt == 3 {
+			status = journal.StatusDead
+		}
+		if _, err := s.Complete(ctx, []journal.Finish{finish(d, status, 500)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Replay(ctx, id, "backend fixed"); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, s, id)
+	if got.Status != journal.StatusRetry || len(got.Replays) != 1 || got.Replays[0].Reason != "backend fixed" ||
+		got.Replays[0].FromStatus != journal.StatusDead || got.Replays[0].ReplayedAt.IsZero() {
+		t.Fatalf("after replay: %+v %+v", got.Summary, got.Replays)
+	}
+	d := leaseAll(t, s, time.Minute)
+	if len(d) != 1 || d[0].Attempt != 4 || d[0].BudgetAttempt != 1 || string(d[0].Body) != `{"id":"rp","h":"h"}` {
+		t.Fatalf("replayed delivery %+v: want attempt 4, the first of a fresh budget, same body", d)
+	}
+	if err := s.Replay(ctx, 1<<40, "x"); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("replay of a missing event: %v", err)
+	}
+}
+
+// Bulk replay walks ids forward: rows that die again while it runs are not
+// picked twice, and it ends.
+func testBulkReplayTerminates(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	var batch []journal.Event
+	for i := range 250 {
+		batch = append(batch, ev("p", fmt.Sprintf("d%03d", i), "h"))
+	}
+	if _, err := s.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	killAll := func() {
+		for {
+			ds, err := s.Lease(ctx, 100, time.Minute)
+			if err != nil || len(ds) == 0 {
+				return
+			}
+			var fs []journal.Finish
+			for _, d := range ds {
+				fs = append(fs, finish(d, journal.StatusDead, 422))
+			}
+			s.Complete(ctx, fs)
+		}
+	}
+	killAll()
+	if n := count(t, s, journal.Filter{Status: journal.StatusDead}); n != 250 {
+		t.Fatalf("%d dead, want 250", n)
+	}
+	// A forwarder whose backend refuses everything at once, running while
+	// the bulk replay does.
+	stop, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				killAll()
+			}
+		}
+	}()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := s.BulkReplay(cctx, journal.Filter{Status: journal.StatusDead}, "storm")
+	close(stop)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 250 {
+		t.Fatalf("replayed %d, want each of the 250 once", n)
+	}
+	evs, _, err := s.List(ctx, journal.Filter{Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		if r := len(get(t, s, e.ID).Replays); r != 1 {
+			t.Fatalf("event %d audited %d times, want 1", e.ID, r)
+		}
+	}
+	// Limits and filters.
+	killAll()
+	if n, err := s.BulkReplay(ctx, journal.Filter{Status: journal.StatusDead, Limit: 30}, "some"); err != nil || n != 30 {
+		t.Fatalf("limited bulk replay: %d %v", n, err)
+	}
+	if n, err := s.BulkReplay(ctx, journal.Filter{Status: journal.StatusDead, Provider: "other"}, "none"); err != nil || n != 0 {
+		t.Fatalf("bulk replay of another provider: %d %v", n, err)
+	}
+	if _, err := s.BulkReplay(ctx, journal.Filter{Status: journal.StatusPending}, "x"); !errors.Is(err, journal.ErrNotReplayable) {
+		t.Fatalf("bulk replay of pending: %v", err)
+	}
+}
+
+func testListFiltersAndCursor(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	for i := range 7 {
+		p := "alpha"
+		if i%2 == 1 {
+			p = "beta"
+		}
+		appendOne(t, s, ev(p, fmt.Sprintf("e%d", i), "h"))
+	}
+	page, next, err := s.List(ctx, journal.Filter{Limit: 3})
+	if err != nil || len(page) != 3 || next == 0 {
+		t.Fatalf("page 1: %d %d %v", len(page), next, err)
+	}
+	if page[0].ID <= page[1].ID {
+		t.Fatal("not newest first")
+	}
+	if n := count(t, s, journal.Filter{}); n != 7 {
+		t.Fatalf("paged %d, want 7", n)
+	}
+	if n := count(t, s, journal.Filter{Provider: "beta"}); n != 3 {
+		t.Fatalf("beta %d", n)
+	}
+	if n := count(t, s, journal.Filter{Status: journal.StatusDone}); n != 0 {
+		t.Fatalf("done %d", n)
+	}
+	if n := count(t, s, journal.Filter{Since: time.Now().Add(time.Hour)}); n != 0 {
+		t.Fatalf("since the future: %d", n)
+	}
+	evs, _, err := s.List(ctx, journal.Filter{Before: 3_000_000_000})
+	if err != nil || len(evs) != 7 {
+		t.Fatalf("cursor beyond int32: %d %v", len(evs), err)
+	}
+}
+
+func testStats(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	appendOne(t, s, ev("alpha", "1", "h"))
+	appendOne(t, s, ev("beta", "2", "h"))
+	d := leaseAll(t, s, time.Minute)
+	if _, err := s.Complete(ctx, []journal.Finish{finish(d[0], journal.StatusDone, 200)}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByStatus[journal.StatusDone] != 1 || st.ByStatus[journal.StatusProcessing] != 1 {
+		t.Fatalf("by status %v", st.ByStatus)
+	}
+	if len(st.OldestUndelivered) != 1 || st.OldestUndelivered[d[1].Provider] < 10*time.Millisecond {
+		t.Fatalf("oldest undelivered %v", st.OldestUndelivered)
+	}
+}
