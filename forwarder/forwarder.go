@@ -135,6 +135,7 @@ type Forwarder struct {
 
 	mu       sync.Mutex
 	started  bool
+	stopped  bool
 	stopping chan struct{} // closed by Stop: no more leasing
 	loops    sync.WaitGroup
 	inflight sync.WaitGroup
@@ -176,6 +177,9 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	if f.started {
 		return errors.New("forwarder: already started")
 	}
+	if f.stopped {
+		return errors.New("forwarder: stopped before it started")
+	}
 	f.started = true
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	f.cancelLoops = cancel
@@ -207,6 +211,7 @@ func (f *Forwarder) goLoop(fn func()) {
 // their attempt. It returns ctx.Err() if deliveries had to be interrupted.
 func (f *Forwarder) Stop(ctx context.Context) error {
 	f.mu.Lock()
+	f.stopped = true
 	if !f.started {
 		f.mu.Unlock()
 		return nil

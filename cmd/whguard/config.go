@@ -155,10 +155,16 @@ func (c *config) validate() (warnings []string, err error) {
 		return nil, configErrorf("WHGUARD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
 	}
 	if c.DatabaseURL == "" {
-		return nil, configErrorf("WHGUARD_DATABASE_URL: not set; give a postgres:// URL (the embedded sqlite: journal is not available yet)")
+		c.DatabaseURL = "sqlite:whguard.db"
 	}
-	if !strings.HasPrefix(c.DatabaseURL, "postgres://") && !strings.HasPrefix(c.DatabaseURL, "postgresql://") {
-		return nil, configErrorf("WHGUARD_DATABASE_URL: only postgres:// URLs are supported in this version")
+	switch {
+	case strings.HasPrefix(c.DatabaseURL, "postgres://"), strings.HasPrefix(c.DatabaseURL, "postgresql://"):
+	case strings.HasPrefix(c.DatabaseURL, "sqlite:"):
+		if strings.TrimPrefix(c.DatabaseURL, "sqlite:") == "" {
+			return nil, configErrorf("WHGUARD_DATABASE_URL: sqlite: needs a file path, e.g. sqlite:/var/lib/whguard/whguard.db")
+		}
+	default:
+		return nil, configErrorf("WHGUARD_DATABASE_URL: must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
 	}
 	if c.BackendURL != "" {
 		if err := checkURL(c.BackendURL); err != nil {

@@ -135,13 +135,34 @@ type stack struct {
 	extraEnv []string
 }
 
-func newStack(t *testing.T, extraEnv ...string) *stack {
+// e2eStores are the journals the end-to-end tests run on: the same tests,
+// a matrix over WHGUARD_DATABASE_URL.
+var e2eStores = []string{"postgres", "sqlite"}
+
+// forEachStore runs fn once per journal store.
+func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
+	for _, store := range e2eStores {
+		t.Run(store, func(t *testing.T) { fn(t, store) })
+	}
+}
+
+// journalURL gives the test a journal of its own on the store.
+func journalURL(t *testing.T, store string) string {
 	t.Helper()
+	if store == "sqlite" {
+		return "sqlite:" + filepath.Join(t.TempDir(), "whguard.db")
+	}
 	u, drop, err := testdb.Create(context.Background(), "e2e")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(drop)
+	return u
+}
+
+func newStack(t *testing.T, store string, extraEnv ...string) *stack {
+	t.Helper()
+	u := journalURL(t, store)
 	wh, err := standardwebhooks.NewWebhook(e2eSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -282,8 +303,10 @@ func orderEvent(order, typ string) string {
 
 // Duplicate storms against the naive backend: sequential, concurrent and
 // re-serialized resends. whguard alone keeps every order at one change.
-func TestE2EDuplicateStorms(t *testing.T) {
-	s := newStack(t)
+func TestE2EDuplicateStorms(t *testing.T) { forEachStore(t, testDuplicateStorms) }
+
+func testDuplicateStorms(t *testing.T, store string) {
+	s := newStack(t, store)
 	s.startOrders()
 	s.startWhguard(true)
 	client := &http.Client{Timeout: 10 * time.Second}
@@ -351,8 +374,10 @@ func TestE2EDuplicateStorms(t *testing.T) {
 // SIGKILL of whguard in the middle of a load of 1200 events whose senders
 // retry until acknowledged; after a restart every acknowledged event is
 // applied, and only deliveries in flight at the kill may be applied twice.
-func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) {
-	s := newStack(t, "WHGUARD_FORWARD_CONCURRENCY=8")
+func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) { forEachStore(t, testSigkillUnderLoad) }
+
+func testSigkillUnderLoad(t *testing.T, store string) {
+	s := newStack(t, store, "WHGUARD_FORWARD_CONCURRENCY=8")
 	s.startOrders()
 	s.startWhguard(true)
 	const (
@@ -420,8 +445,8 @@ func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) {
 			t.Errorf("order %s applied %d times", order, n)
 		}
 	}
-	t.Logf("SIGKILL after %d of %d events sent: %d acknowledged, %d applied twice (deliveries in flight at the kill)",
-		killedAt, events, acked.Load(), twice)
+	t.Logf("%s: SIGKILL after %d of %d events sent: %d acknowledged, %d applied twice (deliveries in flight at the kill)",
+		store, killedAt, events, acked.Load(), twice)
 	// At most the deliveries in flight (WHGUARD_FORWARD_CONCURRENCY=8) can
 	// have reached the backend without their outcome being recorded.
 	if twice > 8 {
@@ -432,8 +457,10 @@ func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) {
 // SIGTERM while the backend is down: whguard exits 0 within the shutdown
 // timeout; after a restart with the backend up, everything is delivered
 // exactly once.
-func TestE2ESigtermWithBackendDown(t *testing.T) {
-	s := newStack(t)
+func TestE2ESigtermWithBackendDown(t *testing.T) { forEachStore(t, testSigtermWithBackendDown) }
+
+func testSigtermWithBackendDown(t *testing.T, store string) {
+	s := newStack(t, store)
 	s.startWhguard(true) // no backend yet
 	client := &http.Client{Timeout: 5 * time.Second}
 	const n = 20
@@ -472,5 +499,27 @@ func TestE2ESigtermWithBackendDown(t *testing.T) {
 	}
 	if !strings.Contains(s.whguard.out.String(), `"journal ready"`) {
 		t.Errorf("second start did not log readiness")
+	}
+}
+
+// The embedded journal allows one process per file: a second whguard on
+// the same file exits 1 with a message saying so, and the first keeps
+// serving.
+func TestE2ESQLiteSecondProcessRefused(t *testing.T) {
+	s := newStack(t, "sqlite")
+	s.startWhguard(true)
+	second := start(t, binary, []string{
+		"WHGUARD_DATABASE_URL=" + s.dbURL, "WHGUARD_LISTEN=" + freePort(t), "WHGUARD_ADMIN_LISTEN=" + freePort(t),
+		"WHGUARD_PROVIDERS=shop", "WHGUARD_SHOP_SCHEME=none", "WHGUARD_BACKEND_URL=http://127.0.0.1:1",
+	})
+	err := second.wait(t, 10*time.Second)
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("second process: %v, want exit 1", err)
+	}
+	if out := second.out.String(); !strings.Contains(out, "in use by another process") || !strings.Contains(out, "PostgreSQL") {
+		t.Fatalf("second process said:\n%s", out)
+	}
+	if code, _ := s.send(&http.Client{Timeout: 5 * time.Second}, "msg_first_still_up", orderEvent("x", "order.paid")); code != 202 {
+		t.Fatalf("first process after the refusal: %d", code)
 	}
 }

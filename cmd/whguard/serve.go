@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -17,13 +18,24 @@ import (
 	"github.com/whguard/whguard/proxy"
 )
 
-// openJournal connects to the configured journal.
-func openJournal(ctx context.Context, cfg *config, log *zap.Logger) (*journal.Postgres, error) {
-	return journal.OpenPostgres(ctx, journal.PostgresConfig{URL: cfg.DatabaseURL, Logger: log.Named("journal")})
+// openJournal opens the configured journal: PostgreSQL for postgres://
+// URLs, the embedded SQLite file for sqlite:PATH. listen is PostgreSQL's
+// LISTEN loop (nil for the embedded store, whose only writer is this
+// process and wakes its forwarder in process).
+func openJournal(ctx context.Context, cfg *config, log *zap.Logger) (j journal.Store, listen func(context.Context, func()) error, err error) {
+	if path, ok := strings.CutPrefix(cfg.DatabaseURL, "sqlite:"); ok {
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path, Logger: log.Named("journal")})
+		return s, nil, err
+	}
+	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: cfg.DatabaseURL, Logger: log.Named("journal")})
+	if err != nil {
+		return nil, nil, err
+	}
+	return pg, pg.Listen, nil
 }
 
 func migrate(ctx context.Context, cfg *config, log *zap.Logger) error {
-	j, err := openJournal(ctx, cfg, log)
+	j, _, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
@@ -39,14 +51,21 @@ func migrate(ctx context.Context, cfg *config, log *zap.Logger) error {
 // serve runs until ctx is cancelled (SIGINT/SIGTERM), then shuts down
 // within WHGUARD_SHUTDOWN_TIMEOUT.
 func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
-	j, err := openJournal(ctx, cfg, log)
+	j, listen, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
 	// Migrate at start-up; an unreachable database is retried, not fatal,
-	// so the sidecar can come up before its database does (readyz says so).
-	go migrateUntilDone(ctx, j, log)
+	// so the sidecar can come up before its database does (readyz says so,
+	// and webhooks get 503 meanwhile). The forwarder starts once the
+	// schema is there.
+	migrated := make(chan struct{})
+	go func() {
+		if migrateUntilDone(ctx, j, log) {
+			close(migrated)
+		}
+	}()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -69,7 +88,7 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 			MaxDelay:    cfg.RetryMaxDelay,
 			MaxAttempts: cfg.RetryMaxAttempts,
 		},
-		Listen:  j.Listen,
+		Listen:  listen,
 		Metrics: forwarder.NewMetrics(reg),
 		Logger:  log.Named("forwarder"),
 	})
@@ -115,9 +134,15 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		}()
 	}
 
-	if err := fwd.Start(ctx); err != nil {
-		return err
-	}
+	go func() {
+		select {
+		case <-migrated:
+			if err := fwd.Start(ctx); err != nil {
+				log.Warn("forwarder not started", zap.Error(err))
+			}
+		case <-ctx.Done():
+		}
+	}()
 
 	var serveErr error
 	select {
@@ -145,18 +170,18 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 }
 
 // migrateUntilDone applies migrations, retrying every two seconds while the
-// database is unreachable.
-func migrateUntilDone(ctx context.Context, j *journal.Postgres, log *zap.Logger) {
+// database is unreachable; it reports whether it succeeded before ctx ended.
+func migrateUntilDone(ctx context.Context, j journal.Store, log *zap.Logger) bool {
 	for {
 		applied, err := j.Migrate(ctx)
 		if err == nil {
-			log.Info("journal ready", zap.Ints("applied", applied), zap.Int("version", journal.LatestVersion()))
-			return
+			log.Info("journal ready", zap.Ints("applied", applied))
+			return true
 		}
 		log.Warn("journal migration failed; retrying", zap.Error(err))
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-time.After(2 * time.Second):
 		}
 	}
