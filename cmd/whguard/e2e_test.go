@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -521,5 +522,58 @@ func TestE2ESQLiteSecondProcessRefused(t *testing.T) {
 	}
 	if code, _ := s.send(&http.Client{Timeout: 5 * time.Second}, "msg_first_still_up", orderEvent("x", "order.paid")); code != 202 {
 		t.Fatalf("first process after the refusal: %d", code)
+	}
+}
+
+// `whguard demo` is part of the suite: it must exit 0 within 30 s, and with
+// --keep stay up for a person to explore until interrupted.
+func TestDemo(t *testing.T) {
+	began := time.Now()
+	p := start(t, binary, []string{"PATH=" + os.Getenv("PATH")}, "demo")
+	if err := p.wait(t, 60*time.Second); err != nil {
+		t.Fatalf("demo exited with %v:\n%s", err, p.out.String())
+	}
+	if took := time.Since(began); took > 30*time.Second {
+		t.Fatalf("demo took %s, over 30 s", took)
+	}
+	out := p.out.String()
+	for _, want := range []string{"20 concurrent copies", "1 × 202, 19 × 200", "1 × 401", "o-6   stateChanges=1", "Quarantine", "every behaviour as expected"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo report lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "UNEXPECTED") {
+		t.Fatalf("demo report:\n%s", out)
+	}
+}
+
+func TestDemoKeep(t *testing.T) {
+	p := start(t, binary, nil, "demo", "--keep")
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(p.out.String(), "Still running") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no 'Still running' within 30 s:\n%s", p.out.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	out := p.out.String()
+	i := strings.Index(out, "web inspector  ")
+	if i < 0 {
+		t.Fatalf("no inspector URL:\n%s", out)
+	}
+	url := strings.Fields(out[i+len("web inspector  "):])[0]
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("inspector %s: %d", url, resp.StatusCode)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.wait(t, 15*time.Second); err != nil {
+		t.Fatalf("demo --keep after Ctrl-C: %v", err)
 	}
 }

@@ -7,6 +7,7 @@
 //	whguard [serve]   run the ingress and admin listeners (the default)
 //	whguard migrate   apply the journal's migrations and exit
 //	whguard events    list, show and replay deliveries through the admin API
+//	whguard demo      the one-command demo (--keep to explore afterwards)
 //	whguard version   print the version
 //
 // All configuration is WHGUARD_* environment variables; see README.md.
@@ -48,6 +49,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 0
 	case "events":
 		return events(args, environ, stdout, stderr)
+	case "demo":
+		return demo(args, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprintf(stderr, "whguard: unknown command %q\n\n%s", cmd, usage)
@@ -89,6 +92,7 @@ const usage = `usage: whguard [command]
 commands:
   serve     verify, journal and acknowledge webhooks (default)
   migrate   apply the journal's database migrations and exit
+  demo      run a naive backend behind whguard with a scripted sender, and report
   events    list, show and replay deliveries (whguard events -h)
   version   print the version
 

@@ -51,6 +51,12 @@ func migrate(ctx context.Context, cfg *config, log *zap.Logger) error {
 // serve runs until ctx is cancelled (SIGINT/SIGTERM), then shuts down
 // within WHGUARD_SHUTDOWN_TIMEOUT.
 func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
+	return serveWith(ctx, cfg, log, nil)
+}
+
+// serveWith is serve, calling listening (when not nil) with the bound
+// ingress and admin addresses once both listen (the demo binds port 0).
+func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func(ingress, admin string)) error {
 	j, listen, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -121,11 +127,13 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		proxy.NewServer(cfg.AdminListen, admin, log.Named("admin")),
 	}
 	errs := make(chan error, len(servers))
+	var bound []string
 	for _, srv := range servers {
 		ln, err := net.Listen("tcp", srv.Addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", srv.Addr, err)
 		}
+		bound = append(bound, ln.Addr().String())
 		log.Info("listening", zap.String("addr", ln.Addr().String()))
 		go func() {
 			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -134,6 +142,9 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 		}()
 	}
 
+	if listening != nil {
+		listening(bound[0], bound[1])
+	}
 	go func() {
 		select {
 		case <-migrated:

@@ -34,6 +34,9 @@ type Config struct {
 	// RejectType answers 422 to events of this type (a permanent refusal),
 	// to show quarantine. "" rejects nothing.
 	RejectType string
+	// FlakyType answers 503 to the first event of this type (a dependency
+	// down for a moment), to show a retry. "" fails nothing.
+	FlakyType string
 }
 
 // Service holds the orders in memory.
@@ -42,6 +45,7 @@ type Service struct {
 	mu     sync.Mutex
 	orders map[string]*Order
 	calls  int
+	flaked bool
 }
 
 // New returns an empty service.
@@ -94,6 +98,11 @@ func (s *Service) webhook(w http.ResponseWriter, r *http.Request) {
 	s.calls++
 	if s.calls <= s.cfg.FailFirst {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "warming up"})
+		return
+	}
+	if s.cfg.FlakyType != "" && ev.Type == s.cfg.FlakyType && !s.flaked {
+		s.flaked = true
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"error": "inventory service unavailable, try again"})
 		return
 	}
 	if s.cfg.RejectType != "" && ev.Type == s.cfg.RejectType {

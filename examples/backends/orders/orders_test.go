@@ -12,7 +12,7 @@ import (
 
 // The service is naive on purpose: the same event twice is applied twice.
 func TestNaiveServiceAppliesDuplicates(t *testing.T) {
-	svc := orders.New(orders.Config{FailFirst: 1, RejectType: "order.bogus"})
+	svc := orders.New(orders.Config{FailFirst: 1, RejectType: "order.bogus", FlakyType: "order.flaky"})
 	srv := httptest.NewServer(svc.Handler())
 	defer srv.Close()
 	post := func(body string) int {
@@ -35,6 +35,12 @@ func TestNaiveServiceAppliesDuplicates(t *testing.T) {
 	}
 	if s := post(`{"type":"order.bogus","order_id":"o-2"}`); s != 422 {
 		t.Fatalf("rejected type %d", s)
+	}
+	if s := post(`{"type":"order.flaky","order_id":"o-3"}`); s != 503 {
+		t.Fatalf("first flaky %d, want 503", s)
+	}
+	if s := post(`{"type":"order.flaky","order_id":"o-3"}`); s != 200 {
+		t.Fatalf("second flaky %d, want 200", s)
 	}
 	if s := post(`{"type":"x"}`); s != 422 {
 		t.Fatalf("no order id %d", s)

@@ -19,7 +19,7 @@ func main() {
 		addr = "127.0.0.1:3000"
 	}
 	failFirst, _ := strconv.Atoi(os.Getenv("ORDERS_FAIL_FIRST"))
-	svc := orders.New(orders.Config{FailFirst: failFirst, RejectType: os.Getenv("ORDERS_REJECT_TYPE")})
+	svc := orders.New(orders.Config{FailFirst: failFirst, RejectType: os.Getenv("ORDERS_REJECT_TYPE"), FlakyType: os.Getenv("ORDERS_FLAKY_TYPE")})
 	srv := &http.Server{Addr: addr, Handler: svc.Handler(), ReadHeaderTimeout: 5 * time.Second}
 	log.Printf("orders backend listening on %s", addr)
 	log.Fatal(srv.ListenAndServe())
