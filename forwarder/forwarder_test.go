@@ -8,12 +8,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
@@ -26,26 +27,45 @@ var dbURL string
 
 func TestMain(m *testing.M) { os.Exit(testdb.Main(m, "forwarder", &dbURL)) }
 
-func openJournal(t *testing.T) *journal.Postgres {
-	t.Helper()
-	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "fw")
-	if err != nil {
-		t.Fatal(err)
+// forEachStore runs a forwarder test on each journal store: the same test,
+// a matrix over the stores.
+func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
+	for _, store := range []string{"postgres", "sqlite"} {
+		t.Run(store, func(t *testing.T) { fn(t, store) })
 	}
-	t.Cleanup(drop)
-	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Close)
-	if _, err := pg.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return pg
 }
 
-func appendEvent(t *testing.T, j *journal.Postgres, id string) int64 {
+// openJournal returns a migrated journal of the test's own.
+func openJournal(t *testing.T, store string) journal.Store {
+	t.Helper()
+	ctx := context.Background()
+	var j journal.Store
+	if store == "sqlite" {
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "j.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = s
+	} else {
+		u, drop, err := testdb.Create(ctx, "fw")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(drop)
+		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = pg
+	}
+	t.Cleanup(j.Close)
+	if _, err := j.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+func appendEvent(t *testing.T, j journal.Store, id string) int64 {
 	t.Helper()
 	r, err := j.Append(context.Background(), []journal.Event{{
 		Provider: "acme", EventID: id, ContentHash: "h-" + id,
@@ -131,7 +151,7 @@ func status(code int, headers ...string) func(w http.ResponseWriter) {
 	}
 }
 
-func startForwarder(t *testing.T, j *journal.Postgres, backend string, mod func(*forwarder.Config)) (*forwarder.Forwarder, *prometheus.Registry) {
+func startForwarder(t *testing.T, j journal.Store, backend string, mod func(*forwarder.Config)) (*forwarder.Forwarder, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	cfg := forwarder.Config{
@@ -164,7 +184,7 @@ func startForwarder(t *testing.T, j *journal.Postgres, backend string, mod func(
 }
 
 // waitStatus polls the journal until the event reaches want.
-func waitStatus(t *testing.T, j *journal.Postgres, id int64, want string, within time.Duration) *journal.Detail {
+func waitStatus(t *testing.T, j journal.Store, id int64, want string, within time.Duration) *journal.Detail {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
@@ -182,8 +202,10 @@ func waitStatus(t *testing.T, j *journal.Postgres, id int64, want string, within
 	}
 }
 
-func TestRetriesThenDelivered(t *testing.T) {
-	j := openJournal(t)
+func TestRetriesThenDelivered(t *testing.T) { forEachStore(t, testRetriesThenDelivered) }
+
+func testRetriesThenDelivered(t *testing.T, store string) {
+	j := openJournal(t, store)
 	rec, srv := newRecorder(t, status(500), status(502), status(429, "Retry-After", "1"), status(200))
 	id := appendEvent(t, j, "evt_retry")
 	startForwarder(t, j, srv.URL, nil)
@@ -231,7 +253,11 @@ func TestRetriesThenDelivered(t *testing.T) {
 }
 
 func TestPermanentFailureIsDeadAtOnce(t *testing.T) {
-	j := openJournal(t)
+	forEachStore(t, testPermanentFailureIsDeadAtOnce)
+}
+
+func testPermanentFailureIsDeadAtOnce(t *testing.T, store string) {
+	j := openJournal(t, store)
 	rec, srv := newRecorder(t, status(422))
 	id := appendEvent(t, j, "evt_422")
 	_, reg := startForwarder(t, j, srv.URL, nil)
@@ -273,7 +299,11 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name string, labels map
 }
 
 func TestAlways503IsDeadAfterMaxAttemptsThenReplay(t *testing.T) {
-	j := openJournal(t)
+	forEachStore(t, testAlways503IsDeadAfterMaxAttemptsThenReplay)
+}
+
+func testAlways503IsDeadAfterMaxAttemptsThenReplay(t *testing.T, store string) {
+	j := openJournal(t, store)
 	var fail atomic.Bool
 	fail.Store(true)
 	var mu sync.Mutex
@@ -337,7 +367,11 @@ func TestAlways503IsDeadAfterMaxAttemptsThenReplay(t *testing.T) {
 // Two forwarders on one journal, both healthy: every event is delivered
 // exactly once.
 func TestTwoForwardersNoDoubleDelivery(t *testing.T) {
-	j := openJournal(t)
+	forEachStore(t, testTwoForwardersNoDoubleDelivery)
+}
+
+func testTwoForwardersNoDoubleDelivery(t *testing.T, store string) {
+	j := openJournal(t, store)
 	var mu sync.Mutex
 	seen := map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -388,50 +422,12 @@ func TestTwoForwardersNoDoubleDelivery(t *testing.T) {
 	}
 }
 
-// A worker whose lease expired and was taken over cannot record an outcome.
-func TestLateWorkerCannotFinish(t *testing.T) {
-	j := openJournal(t)
-	ctx := context.Background()
-	id := appendEvent(t, j, "evt_late")
-	first, err := j.Lease(ctx, 10, 50*time.Millisecond)
-	if err != nil || len(first) != 1 {
-		t.Fatalf("lease: %v %v", first, err)
-	}
-	time.Sleep(100 * time.Millisecond)
-	if n, err := j.ReapExpired(ctx, 5); err != nil || n != 1 {
-		t.Fatalf("reap: %d %v", n, err)
-	}
-	second, err := j.Lease(ctx, 10, time.Minute)
-	if err != nil || len(second) != 1 || second[0].LeaseToken == first[0].LeaseToken {
-		t.Fatalf("second lease: %v %v", second, err)
-	}
-	if second[0].Attempt != 2 {
-		t.Fatalf("second lease attempt %d, want 2", second[0].Attempt)
-	}
-	n, err := j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: first[0].LeaseToken, Status: journal.StatusDone,
-		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}})
-	if err != nil || n != 0 {
-		t.Fatalf("late complete took effect: %d %v", n, err)
-	}
-	d, _ := j.Get(ctx, id)
-	if d.Status != journal.StatusProcessing || len(d.AttemptLog) != 0 {
-		t.Fatalf("late worker changed the row: %s, %d attempts logged", d.Status, len(d.AttemptLog))
-	}
-	n, err = j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: second[0].LeaseToken, Status: journal.StatusDone,
-		Attempt: journal.Attempt{Number: 2, StartedAt: time.Now()}}})
-	if err != nil || n != 1 {
-		t.Fatalf("current holder's complete: %d %v", n, err)
-	}
-	// A random token never matches.
-	if n, _ := j.Complete(ctx, []journal.Finish{{ID: id, LeaseToken: uuid.New(), Status: journal.StatusDead}}); n != 0 {
-		t.Fatal("random token completed a row")
-	}
-}
-
 // The reaper in a running forwarder returns an abandoned lease within
 // seconds and counts it.
-func TestReaperReturnsAbandonedLease(t *testing.T) {
-	j := openJournal(t)
+func TestReaperReturnsAbandonedLease(t *testing.T) { forEachStore(t, testReaperReturnsAbandonedLease) }
+
+func testReaperReturnsAbandonedLease(t *testing.T, store string) {
+	j := openJournal(t, store)
 	id := appendEvent(t, j, "evt_abandoned")
 	if ds, err := j.Lease(context.Background(), 1, 200*time.Millisecond); err != nil || len(ds) != 1 {
 		t.Fatalf("lease: %v %v", ds, err)
@@ -450,21 +446,22 @@ func TestReaperReturnsAbandonedLease(t *testing.T) {
 // New rows are picked up at once through the in-process wake-up and through
 // LISTEN/NOTIFY, with the poll fallback set to an hour.
 func TestWakeUps(t *testing.T) {
-	for _, mode := range []string{"in-process", "notify"} {
+	for _, mode := range []string{"in-process/postgres", "in-process/sqlite", "notify/postgres"} {
 		t.Run(mode, func(t *testing.T) {
-			j := openJournal(t)
+			kind, store, _ := strings.Cut(mode, "/")
+			j := openJournal(t, store)
 			rec, srv := newRecorder(t)
 			f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
 				c.PollInterval = time.Hour
 				c.ReapInterval = time.Hour
-				if mode == "notify" {
-					c.Listen = j.Listen
+				if kind == "notify" {
+					c.Listen = j.(*journal.Postgres).Listen
 				}
 			})
 			time.Sleep(300 * time.Millisecond) // let the first poll and LISTEN happen
 			start := time.Now()
-			appendEvent(t, j, "evt_wake_"+mode)
-			if mode == "in-process" {
+			appendEvent(t, j, "evt_wake_"+kind)
+			if kind == "in-process" {
 				f.Wake()
 			}
 			select {
@@ -481,8 +478,10 @@ func TestWakeUps(t *testing.T) {
 
 // Stop with a delivery stuck past the deadline: the lease is handed back
 // without spending the attempt; the event is due again.
-func TestStopReleasesUnfinishedLease(t *testing.T) {
-	j := openJournal(t)
+func TestStopReleasesUnfinishedLease(t *testing.T) { forEachStore(t, testStopReleasesUnfinishedLease) }
+
+func testStopReleasesUnfinishedLease(t *testing.T, store string) {
+	j := openJournal(t, store)
 	rec, srv := newRecorder(t)
 	rec.delay = 10 * time.Second
 	id := appendEvent(t, j, "evt_stuck")
@@ -522,8 +521,10 @@ func TestStopReleasesUnfinishedLease(t *testing.T) {
 	}
 }
 
-func TestConnectionRefusedRetries(t *testing.T) {
-	j := openJournal(t)
+func TestConnectionRefusedRetries(t *testing.T) { forEachStore(t, testConnectionRefusedRetries) }
+
+func testConnectionRefusedRetries(t *testing.T, store string) {
+	j := openJournal(t, store)
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL
 	srv.Close() // nothing listens there now

@@ -20,17 +20,17 @@ import (
 
 type apiFixture struct {
 	srv    *httptest.Server
-	pg     *journal.Postgres
+	j      journal.Store
 	woken  int
 	events map[string]int64
 }
 
 // newAPIFixture journals events p/e0…e(n-1) and kills the first `dead` of
 // them (one attempt each, answered 500).
-func newAPIFixture(t *testing.T, n, dead int) *apiFixture {
+func newAPIFixture(t *testing.T, store string, n, dead int) *apiFixture {
 	t.Helper()
-	f := newFixture(t)
-	a := &apiFixture{pg: f.pg, events: map[string]int64{}}
+	f := newFixture(t, store)
+	a := &apiFixture{j: f.j, events: map[string]int64{}}
 	ctx := context.Background()
 	var batch []journal.Event
 	for i := range n {
@@ -41,7 +41,7 @@ func newAPIFixture(t *testing.T, n, dead int) *apiFixture {
 		batch = append(batch, journal.Event{Provider: provider, EventID: fmt.Sprintf("e%03d", i), EventType: "order.paid",
 			ContentHash: "h", Headers: http.Header{"Webhook-Id": {fmt.Sprint(i)}}, Body: []byte(fmt.Sprintf(`{"n":%d}`, i)), Path: "/webhooks/x"})
 	}
-	res, err := f.pg.Append(ctx, batch)
+	res, err := f.j.Append(ctx, batch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +49,7 @@ func newAPIFixture(t *testing.T, n, dead int) *apiFixture {
 		a.events[batch[i].EventID] = r.ID
 	}
 	for dead > 0 {
-		ds, err := f.pg.Lease(ctx, min(dead, 100), time.Minute)
+		ds, err := f.j.Lease(ctx, min(dead, 100), time.Minute)
 		if err != nil || len(ds) == 0 {
 			t.Fatalf("lease: %v", err)
 		}
@@ -58,14 +58,14 @@ func newAPIFixture(t *testing.T, n, dead int) *apiFixture {
 			fs = append(fs, journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.StatusDead, LastError: "backend answered 500",
 				Attempt: journal.Attempt{Number: d.Attempt, StartedAt: time.Now(), DurationMS: 3, StatusCode: 500, ResponseExcerpt: "oops"}})
 		}
-		if _, err := f.pg.Complete(ctx, fs); err != nil {
+		if _, err := f.j.Complete(ctx, fs); err != nil {
 			t.Fatal(err)
 		}
 		dead -= len(ds)
 	}
 	admin := proxy.NewAdmin(proxy.AdminConfig{
-		Ready: f.pg.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: f.pg, OnReplay: func() { a.woken++ }}),
+		Ready: f.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: f.j, OnReplay: func() { a.woken++ }}),
 	})
 	a.srv = httptest.NewServer(admin)
 	t.Cleanup(a.srv.Close)
@@ -101,7 +101,11 @@ func keys(m map[string]any) string {
 }
 
 func TestAPIListShapesFiltersAndCursor(t *testing.T) {
-	a := newAPIFixture(t, 5, 2)
+	forEachStore(t, testAPIListShapesFiltersAndCursor)
+}
+
+func testAPIListShapesFiltersAndCursor(t *testing.T, store string) {
+	a := newAPIFixture(t, store, 5, 2)
 	for _, tok := range []string{"", "nope"} {
 		if s, _ := a.do(t, "GET", "/api/events", tok, ""); s != 401 {
 			t.Fatalf("token %q: %d, want 401", tok, s)
@@ -151,8 +155,10 @@ func TestAPIListShapesFiltersAndCursor(t *testing.T) {
 	}
 }
 
-func TestAPIShowAndReplay(t *testing.T) {
-	a := newAPIFixture(t, 3, 1)
+func TestAPIShowAndReplay(t *testing.T) { forEachStore(t, testAPIShowAndReplay) }
+
+func testAPIShowAndReplay(t *testing.T, store string) {
+	a := newAPIFixture(t, store, 3, 1)
 	dead := a.events["e000"]
 	s, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", dead), "tok", "")
 	if s != 200 {
@@ -205,8 +211,10 @@ func TestAPIShowAndReplay(t *testing.T) {
 	}
 }
 
-func TestAPIBulkReplayInBatches(t *testing.T) {
-	a := newAPIFixture(t, 260, 250)
+func TestAPIBulkReplayInBatches(t *testing.T) { forEachStore(t, testAPIBulkReplayInBatches) }
+
+func testAPIBulkReplayInBatches(t *testing.T, store string) {
+	a := newAPIFixture(t, store, 260, 250)
 	if s, _ := a.do(t, "POST", "/api/replay", "tok", `{"status":"pending","reason":"x"}`); s != 400 {
 		t.Fatalf("bulk replay of pending %d", s)
 	}
@@ -220,8 +228,20 @@ func TestAPIBulkReplayInBatches(t *testing.T) {
 	}
 	var audits, retry int
 	ctx := context.Background()
-	a.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM whguard_replays`).Scan(&audits)
-	a.pg.Pool().QueryRow(ctx, `SELECT count(*) FROM whguard_events WHERE status = 'retry'`).Scan(&retry)
+	evs, _, err := a.j.List(ctx, journal.Filter{Limit: 500})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs {
+		d, err := a.j.Get(ctx, e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		audits += len(d.Replays)
+		if d.Status == journal.StatusRetry {
+			retry++
+		}
+	}
 	if audits != 250 || retry != 250 {
 		t.Fatalf("audits %d retry %d, want 250 each", audits, retry)
 	}

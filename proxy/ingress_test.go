@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,28 +41,51 @@ const (
 // own.
 type fixture struct {
 	srv     *httptest.Server
-	pg      *journal.Postgres
+	j       journal.Store
 	reg     *prometheus.Registry
 	ingress *proxy.Ingress
 }
 
-func newFixture(t *testing.T) *fixture {
+// forEachStore runs a test on each journal store: the same test, a matrix.
+func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
+	for _, store := range []string{"postgres", "sqlite"} {
+		t.Run(store, func(t *testing.T) { fn(t, store) })
+	}
+}
+
+// openStore returns a migrated journal of the test's own on the store.
+func openStore(t *testing.T, store string) journal.Store {
 	t.Helper()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "ing")
-	if err != nil {
+	var j journal.Store
+	if store == "sqlite" {
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "j.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = s
+	} else {
+		u, drop, err := testdb.Create(ctx, "ing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(drop)
+		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = pg
+	}
+	t.Cleanup(j.Close)
+	if _, err := j.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(drop)
-	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pg.Close)
-	if _, err := pg.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return newFixtureOn(t, pg)
+	return j
+}
+
+func newFixture(t *testing.T, store string) *fixture {
+	t.Helper()
+	return newFixtureOn(t, openStore(t, store))
 }
 
 func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
@@ -91,8 +115,8 @@ func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{srv: httptest.NewServer(in), reg: reg, ingress: in}
-	if pg, ok := j.(*journal.Postgres); ok {
-		f.pg = pg
+	if st, ok := j.(journal.Store); ok {
+		f.j = st
 	}
 	t.Cleanup(f.srv.Close)
 	return f
@@ -144,13 +168,38 @@ func (f *fixture) post(t *testing.T, path string, h http.Header, body string) re
 	return reply{resp.StatusCode, string(b)}
 }
 
-func (f *fixture) rows(t *testing.T, table string) int {
+// events lists every journaled event (through the store's own API, so the
+// same check holds on both stores).
+func (f *fixture) events(t *testing.T) []journal.Summary {
 	t.Helper()
-	var n int
-	if err := f.pg.Pool().QueryRow(context.Background(), "SELECT count(*) FROM "+table).Scan(&n); err != nil {
+	evs, _, err := f.j.List(context.Background(), journal.Filter{Limit: 500})
+	if err != nil {
 		t.Fatal(err)
 	}
+	return evs
+}
+
+// conflicts counts the conflicting resends recorded on every event.
+func (f *fixture) conflicts(t *testing.T) int {
+	t.Helper()
+	n := 0
+	for _, e := range f.events(t) {
+		d, err := f.j.Get(context.Background(), e.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += d.Conflicts
+	}
 	return n
+}
+
+func (f *fixture) detail(t *testing.T, id int64) *journal.Detail {
+	t.Helper()
+	d, err := f.j.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 func (f *fixture) count(provider, result string) float64 {
@@ -173,7 +222,11 @@ func (f *fixture) count(provider, result string) float64 {
 }
 
 func TestNewEventAcceptedThenDuplicates(t *testing.T) {
-	f := newFixture(t)
+	forEachStore(t, testNewEventAcceptedThenDuplicates)
+}
+
+func testNewEventAcceptedThenDuplicates(t *testing.T, store string) {
+	f := newFixture(t, store)
 	body := `{"type":"order.paid","data":{"order":"o1","amount":100}}`
 	h := signStandard("msg_1", time.Now(), body)
 
@@ -190,7 +243,7 @@ func TestNewEventAcceptedThenDuplicates(t *testing.T) {
 			t.Fatalf("duplicate %d: %d %q, want 200 and the first body", i, r.status, r.body)
 		}
 	}
-	if n := f.rows(t, "whguard_events"); n != 1 {
+	if n := len(f.events(t)); n != 1 {
 		t.Fatalf("rows = %d, want 1", n)
 	}
 	if got := f.count("std", "accepted"); got != 1 {
@@ -200,20 +253,16 @@ func TestNewEventAcceptedThenDuplicates(t *testing.T) {
 		t.Errorf("duplicate counter = %v", got)
 	}
 	// The journal holds the exact bytes and the event type.
-	var stored []byte
-	var typ string
-	err := f.pg.Pool().QueryRow(context.Background(),
-		`SELECT p.body, e.event_type FROM whguard_events e JOIN whguard_payloads p ON p.event_row_id = e.id`).Scan(&stored, &typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(stored) != body || typ != "order.paid" {
-		t.Fatalf("stored %q type %q", stored, typ)
+	stored := f.detail(t, f.events(t)[0].ID)
+	if stored.Body != body || stored.EventType != "order.paid" || stored.Headers.Get("Webhook-Id") != "msg_1" {
+		t.Fatalf("stored %q type %q headers %v", stored.Body, stored.EventType, stored.Headers)
 	}
 }
 
-func TestConcurrentIdenticalRequests(t *testing.T) {
-	f := newFixture(t)
+func TestConcurrentIdenticalRequests(t *testing.T) { forEachStore(t, testConcurrentIdenticalRequests) }
+
+func testConcurrentIdenticalRequests(t *testing.T, store string) {
+	f := newFixture(t, store)
 	body := `{"type":"x","n":1}`
 	h := signStandard("msg_conc", time.Now(), body)
 	const n = 50
@@ -244,15 +293,17 @@ func TestConcurrentIdenticalRequests(t *testing.T) {
 	if len(bodies) != 1 {
 		t.Fatalf("bodies differ: %v", bodies)
 	}
-	if rows := f.rows(t, "whguard_events"); rows != 1 {
+	if rows := len(f.events(t)); rows != 1 {
 		t.Fatalf("rows = %d", rows)
 	}
 }
 
 // A resend that re-serializes the JSON (key order, whitespace, number
 // spelling) is the same event: 200, not a conflict.
-func TestReserializedDuplicate(t *testing.T) {
-	f := newFixture(t)
+func TestReserializedDuplicate(t *testing.T) { forEachStore(t, testReserializedDuplicate) }
+
+func testReserializedDuplicate(t *testing.T, store string) {
+	f := newFixture(t, store)
 	body1 := `{"type":"x","data":{"a":1,"b":[1,2]}}`
 	body2 := "{ \"data\": {\"b\":[1, 2.0], \"a\":1e0},\n \"type\":\"x\" }"
 	if r := f.post(t, "/webhooks/std", signStandard("msg_r", time.Now(), body1), body1); r.status != 202 {
@@ -269,13 +320,17 @@ func TestReserializedDuplicate(t *testing.T) {
 	if r.status != 200 || !strings.Contains(r.body, `"event_id":"sha256:`) {
 		t.Fatalf("open re-serialized: %+v", r)
 	}
-	if n := f.rows(t, "whguard_conflicts"); n != 0 {
+	if n := f.conflicts(t); n != 0 {
 		t.Fatalf("conflicts = %d", n)
 	}
 }
 
 func TestSameIDDifferentContentConflicts(t *testing.T) {
-	f := newFixture(t)
+	forEachStore(t, testSameIDDifferentContentConflicts)
+}
+
+func testSameIDDifferentContentConflicts(t *testing.T, store string) {
+	f := newFixture(t, store)
 	b1, b2 := `{"type":"x","amount":1}`, `{"type":"x","amount":2}`
 	if r := f.post(t, "/webhooks/std", signStandard("msg_c", time.Now(), b1), b1); r.status != 202 {
 		t.Fatalf("first: %+v", r)
@@ -284,26 +339,24 @@ func TestSameIDDifferentContentConflicts(t *testing.T) {
 	if r.status != http.StatusConflict || !strings.Contains(r.body, `"error"`) {
 		t.Fatalf("conflict: %+v", r)
 	}
-	if n := f.rows(t, "whguard_events"); n != 1 {
+	if n := len(f.events(t)); n != 1 {
 		t.Fatalf("events = %d", n)
 	}
-	if n := f.rows(t, "whguard_conflicts"); n != 1 {
+	if n := f.conflicts(t); n != 1 {
 		t.Fatalf("conflicts = %d", n)
 	}
 	if got := f.count("std", "conflict"); got != 1 {
 		t.Errorf("conflict counter = %v", got)
 	}
-	var kept []byte
-	if err := f.pg.Pool().QueryRow(context.Background(), `SELECT body FROM whguard_payloads`).Scan(&kept); err != nil {
-		t.Fatal(err)
-	}
-	if string(kept) != b1 {
+	if kept := f.detail(t, f.events(t)[0].ID).Body; kept != b1 {
 		t.Fatalf("kept %q, want the first payload", kept)
 	}
 }
 
-func TestRefusals(t *testing.T) {
-	f := newFixture(t)
+func TestRefusals(t *testing.T) { forEachStore(t, testRefusals) }
+
+func testRefusals(t *testing.T, store string) {
+	f := newFixture(t, store)
 	now := time.Now()
 	body := `{"type":"x"}`
 	good := signStandard("msg_bad", now, body)
@@ -349,7 +402,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	if n := f.rows(t, "whguard_events"); n != 0 {
+	if n := len(f.events(t)); n != 0 {
 		t.Fatalf("refused requests wrote %d rows", n)
 	}
 	if got := f.count("std", "unauthorized"); got != 4 {
@@ -370,7 +423,7 @@ func TestRefusals(t *testing.T) {
 }
 
 func TestRouteAndMethod(t *testing.T) {
-	f := newFixture(t)
+	f := newFixtureOn(t, failingJournal{})
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
 		req, _ := http.NewRequest(m, f.srv.URL+"/nope", nil)
 		resp, err := f.srv.Client().Do(req)
@@ -462,12 +515,12 @@ func TestJournalDownAnswers503(t *testing.T) {
 	}
 
 	// A live database that goes away: drop it under the running pool.
-	live := newFixture(t)
+	live := newFixture(t, "postgres")
 	if r := live.post(t, "/webhooks/std", signStandard("msg_up", time.Now(), body), body); r.status != 202 {
 		t.Fatalf("live: %+v", r)
 	}
 	var name string
-	if err := live.pg.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+	if err := live.j.(*journal.Postgres).Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&name); err != nil {
 		t.Fatal(err)
 	}
 	admin, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: testdb.ServerURL()})
@@ -484,14 +537,24 @@ func TestJournalDownAnswers503(t *testing.T) {
 			t.Fatalf("after the database went away: %+v, want 503", r)
 		}
 	}
+
+	// The embedded journal closed under a running ingress: 503, never 2xx.
+	emb := newFixture(t, "sqlite")
+	if r := emb.post(t, "/webhooks/std", signStandard("msg_emb", time.Now(), body), body); r.status != 202 {
+		t.Fatalf("embedded: %+v", r)
+	}
+	emb.j.Close()
+	if r := emb.post(t, "/webhooks/std", signStandard("msg_emb_gone", time.Now(), body), body); r.status != http.StatusServiceUnavailable {
+		t.Fatalf("after the embedded journal closed: %+v, want 503", r)
+	}
 }
 
 func TestAdmin(t *testing.T) {
-	f := newFixture(t)
+	f := newFixture(t, "postgres")
 	// One request so the ingress counters exist.
 	f.post(t, "/webhooks/std", signStandard("msg_m", time.Now(), `{}`), `{}`)
 	admin := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: f.pg.Ready, Gatherer: f.reg, Token: "s3cret",
+		Ready: f.j.Ready, Gatherer: f.reg, Token: "s3cret",
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }),
 	}))
 	defer admin.Close()

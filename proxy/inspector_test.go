@@ -35,11 +35,11 @@ func chromiumPath(t *testing.T) string {
 // lists events, shows one with its attempts, and replays it with an
 // audited reason.
 func TestInspectorInBrowser(t *testing.T) {
-	a := newAPIFixture(t, 3, 1)
+	a := newAPIFixture(t, "postgres", 3, 1)
 	dead := a.events["e000"]
 	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: a.pg.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: a.pg}),
+		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
 	}))
 	defer srv.Close()
 
@@ -121,7 +121,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	// The replay reached the journal, audited with the typed reason.
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		d, err := a.pg.Get(context.Background(), dead)
+		d, err := a.j.Get(context.Background(), dead)
 		if err != nil {
 			t.Fatal(err)
 		}
