@@ -27,6 +27,7 @@ type Store interface {
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (journal.Stats, error)
+	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (journal.Cleaned, error)
 }
 
 var _ Store = (*journal.Postgres)(nil)
@@ -54,8 +55,16 @@ const (
 	DefaultReapInterval = 2 * time.Second
 	DefaultLeaseMargin  = 10 * time.Second
 	DefaultStatsEvery   = 10 * time.Second
-	maxLeaseBatch       = 100
-	completeTimeout     = 10 * time.Second
+	// DefaultKeyRetention keeps the keys of done events 35 days: longer
+	// than any common sender's redelivery horizon (Stripe resends events
+	// up to 30 days old on request; automatic retries end within 3 days).
+	DefaultKeyRetention = 35 * 24 * time.Hour
+	// DefaultPayloadRetention keeps done payloads a week, for inspection
+	// and replay.
+	DefaultPayloadRetention = 7 * 24 * time.Hour
+	DefaultCleanupEvery     = time.Minute
+	maxLeaseBatch           = 100
+	completeTimeout         = 10 * time.Second
 	// leaseStatementTimeout bounds one lease statement.
 	leaseStatementTimeout = 10 * time.Second
 	// releaseTimeout bounds handing leases back after the shutdown deadline.
@@ -82,6 +91,14 @@ type Config struct {
 	LeaseMargin time.Duration
 	// StatsInterval is how often the status gauges are refreshed.
 	StatsInterval time.Duration
+	// KeyRetention is how long a done event's key (and the event) is kept
+	// after it was delivered (WHGUARD_DEDUP_RETENTION).
+	KeyRetention time.Duration
+	// PayloadRetention is how long a done event's payload is kept
+	// (WHGUARD_PAYLOAD_RETENTION); at most KeyRetention.
+	PayloadRetention time.Duration
+	// CleanupInterval is how often retention runs.
+	CleanupInterval time.Duration
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -110,6 +127,9 @@ func (c *Config) withDefaults() error {
 	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
 	c.LeaseMargin = min(cmp.Or(c.LeaseMargin, DefaultLeaseMargin), 30*time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsEvery)
+	c.KeyRetention = cmp.Or(c.KeyRetention, DefaultKeyRetention)
+	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
+	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -187,6 +207,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	f.goLoop(func() { f.fetchLoop(loopCtx) })
 	f.goLoop(func() { f.tickLoop(loopCtx, f.cfg.ReapInterval, f.reapOnce) })
 	f.goLoop(func() { f.tickLoop(loopCtx, f.cfg.StatsInterval, f.statsOnce) })
+	f.goLoop(func() { f.tickLoop(loopCtx, f.cfg.CleanupInterval, f.cleanupOnce) })
 	if f.cfg.Listen != nil {
 		f.goLoop(func() {
 			if err := f.cfg.Listen(loopCtx, f.Wake); err != nil && !errors.Is(err, context.Canceled) {
@@ -318,6 +339,24 @@ func (f *Forwarder) reapOnce(ctx context.Context) {
 		f.log.Warn("expired leases returned to retry", zap.Int("count", n))
 		f.cfg.Metrics.leaseExpired(n)
 		f.Wake()
+	}
+}
+
+// cleanupOnce applies retention (leader-only across PostgreSQL replicas).
+func (f *Forwarder) cleanupOnce(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	now := f.cfg.Now()
+	c, err := f.cfg.Store.Cleanup(ctx, now.Add(-f.cfg.KeyRetention), now.Add(-f.cfg.PayloadRetention))
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("retention cleanup failed", zap.Error(err))
+		}
+		return
+	}
+	if c.Events > 0 || c.Payloads > 0 {
+		f.log.Info("retention cleanup", zap.Int("events_deleted", c.Events), zap.Int("payloads_dropped", c.Payloads))
+		f.cfg.Metrics.cleaned(c)
 	}
 }
 

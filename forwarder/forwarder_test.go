@@ -535,3 +535,37 @@ func testConnectionRefusedRetries(t *testing.T, store string) {
 		t.Fatalf("attempt log %+v", d.AttemptLog)
 	}
 }
+
+// The retention loop runs on its own and forgets delivered events once
+// their retention has passed; dead events stay.
+func TestRetentionLoop(t *testing.T) { forEachStore(t, testRetentionLoop) }
+
+func testRetentionLoop(t *testing.T, store string) {
+	j := openJournal(t, store)
+	_, srv := newRecorder(t, status(200), status(422))
+	done := appendEvent(t, j, "evt_kept_briefly")
+	_, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.KeyRetention, c.PayloadRetention, c.CleanupInterval = 200*time.Millisecond, 100*time.Millisecond, 50*time.Millisecond
+	})
+	waitStatus(t, j, done, journal.StatusDone, 5*time.Second)
+	dead := appendEvent(t, j, "evt_quarantined")
+	waitStatus(t, j, dead, journal.StatusDead, 5*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		_, err := j.Get(context.Background(), done)
+		if errors.Is(err, journal.ErrNotFound) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("delivered event still kept after its retention: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if d, err := j.Get(context.Background(), dead); err != nil || d.Status != journal.StatusDead {
+		t.Fatalf("dead event after retention: %v %v", d, err)
+	}
+	if v := metricValue(t, reg, "whguard_retention_deleted_total", map[string]string{"kind": "event"}); v != 1 {
+		t.Fatalf("retention counter %v, want 1", v)
+	}
+}

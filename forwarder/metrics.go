@@ -16,6 +16,7 @@ type Metrics struct {
 	events     *prometheus.GaugeVec
 	oldest     *prometheus.GaugeVec
 	expired    prometheus.Counter
+	retention  *prometheus.CounterVec
 }
 
 // NewMetrics registers the delivery metrics on reg.
@@ -43,7 +44,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Leases that expired before their outcome was recorded (worker crash or overrun).",
 		}),
 	}
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired)
+	m.retention = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_retention_deleted_total",
+		Help: "Rows removed by retention: kind=event (done events whose keys expired), kind=payload (done payloads dropped early).",
+	}, []string{"kind"})
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention)
 	return m
 }
 
@@ -73,4 +78,12 @@ func (m *Metrics) setStats(s journal.Stats) {
 	for p, age := range s.OldestUndelivered {
 		m.oldest.WithLabelValues(p).Set(age.Seconds())
 	}
+}
+
+func (m *Metrics) cleaned(c journal.Cleaned) {
+	if m == nil {
+		return
+	}
+	m.retention.WithLabelValues("event").Add(float64(c.Events))
+	m.retention.WithLabelValues("payload").Add(float64(c.Payloads))
 }

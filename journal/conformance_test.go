@@ -70,6 +70,7 @@ func TestConformance(t *testing.T) {
 		{"BulkReplayTerminates", testBulkReplayTerminates},
 		{"ListFiltersAndCursor", testListFiltersAndCursor},
 		{"Stats", testStats},
+		{"RetentionCleanup", testRetentionCleanup},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -628,5 +629,68 @@ func testStats(t *testing.T, s journal.Store) {
 	}
 	if len(st.OldestUndelivered) != 1 || st.OldestUndelivered[d[1].Provider] < 10*time.Millisecond {
 		t.Fatalf("oldest undelivered %v", st.OldestUndelivered)
+	}
+}
+
+// Retention deletes old done events (their keys are forgotten), drops old
+// done payloads earlier, never touches dead or undelivered events, and a
+// done event without its payload cannot be replayed.
+func testRetentionCleanup(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	for _, id := range []string{"done-old", "dead", "pending"} {
+		appendOne(t, s, ev("p", id, "h"))
+	}
+	ds := leaseAll(t, s, time.Minute)
+	byID := map[string]journal.Delivery{}
+	for _, d := range ds {
+		byID[d.EventID] = d
+	}
+	if _, err := s.Complete(ctx, []journal.Finish{finish(byID["done-old"], journal.StatusDone, 200), finish(byID["dead"], journal.StatusDead, 422)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Release(ctx, []int64{byID["pending"].ID}, []uuid.UUID{byID["pending"].LeaseToken}); err != nil {
+		t.Fatal(err)
+	}
+	past, future := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+
+	// Nothing is old enough yet.
+	c, err := s.Cleanup(ctx, past, past)
+	if err != nil || c != (journal.Cleaned{}) {
+		t.Fatalf("cleanup with nothing old: %+v %v", c, err)
+	}
+	// Payloads first: the done event keeps its key, loses its body.
+	c, err = s.Cleanup(ctx, past, future)
+	if err != nil || c.Events != 0 || c.Payloads != 1 {
+		t.Fatalf("payload cleanup: %+v %v", c, err)
+	}
+	doneID := byID["done-old"].ID
+	if d := get(t, s, doneID); d.Status != journal.StatusDone || d.Body != "" {
+		t.Fatalf("after payload cleanup: %+v body %q", d.Summary, d.Body)
+	}
+	if r := appendOne(t, s, ev("p", "done-old", "h")); r.Outcome != journal.Duplicate {
+		t.Fatalf("resend while the key is kept: %v, want duplicate", r.Outcome)
+	}
+	if err := s.Replay(ctx, doneID, "x"); !errors.Is(err, journal.ErrNotReplayable) {
+		t.Fatalf("replay without payload: %v", err)
+	}
+	if n, err := s.BulkReplay(ctx, journal.Filter{Status: journal.StatusDone}, "x"); err != nil || n != 0 {
+		t.Fatalf("bulk replay of payload-less done events: %d %v", n, err)
+	}
+	// Then keys: the done event goes, dead and pending stay.
+	c, err = s.Cleanup(ctx, future, future)
+	if err != nil || c.Events != 1 {
+		t.Fatalf("key cleanup: %+v %v", c, err)
+	}
+	if _, err := s.Get(ctx, doneID); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("done event after key cleanup: %v", err)
+	}
+	if n := count(t, s, journal.Filter{}); n != 2 {
+		t.Fatalf("%d events left, want dead and pending", n)
+	}
+	if d := get(t, s, byID["dead"].ID); d.Status != journal.StatusDead || d.Body == "" {
+		t.Fatalf("dead event touched by retention: %+v", d.Summary)
+	}
+	if r := appendOne(t, s, ev("p", "done-old", "h")); r.Outcome != journal.Inserted {
+		t.Fatalf("resend after the key expired: %v, want a new event", r.Outcome)
 	}
 }

@@ -167,13 +167,20 @@ func (p *Postgres) Replay(ctx context.Context, id int64, reason string) error {
 	if n == 1 {
 		return nil
 	}
-	var status string
-	err = p.pool.QueryRow(ctx, `SELECT status FROM whguard_events WHERE id = $1`, id).Scan(&status)
+	var (
+		status     string
+		hasPayload bool
+	)
+	err = p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
+		FROM whguard_events WHERE id = $1`, id).Scan(&status, &hasPayload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return ErrNotFound
 	}
 	if err != nil {
 		return fmt.Errorf("replay event %d: %w", id, err)
+	}
+	if !hasPayload {
+		return fmt.Errorf("event %d: its payload was dropped by retention: %w", id, ErrNotReplayable)
 	}
 	return fmt.Errorf("event %d is %s: %w", id, status, ErrNotReplayable)
 }
@@ -205,9 +212,10 @@ func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int
 			batch = min(batch, f.Limit-total)
 		}
 		rows, err := p.pool.Query(ctx, `
-SELECT id FROM whguard_events
+SELECT id FROM whguard_events e
 WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
   AND id > $5::bigint AND id <= $6::bigint
+  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
 ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch, after, ceiling)
 		if err != nil {
 			return total, fmt.Errorf("bulk replay: select batch: %w", err)
@@ -294,7 +302,10 @@ const sqlReplay = `
 WITH moved AS (
     UPDATE whguard_events ev
     SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now()
-    FROM (SELECT id, status FROM whguard_events WHERE id = ANY($1::bigint[]) AND status IN ('dead', 'done') FOR UPDATE) old
+    FROM (SELECT e.id, e.status FROM whguard_events e
+          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
+            AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
+          FOR UPDATE OF e) old
     WHERE ev.id = old.id
     RETURNING ev.id, old.status
 ), audit AS (

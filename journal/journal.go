@@ -39,6 +39,8 @@ type Store interface {
 	Get(ctx context.Context, id int64) (*Detail, error)
 	Replay(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
+
+	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
 }
 
 var _ Store = (*Postgres)(nil)

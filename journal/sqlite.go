@@ -25,6 +25,8 @@ import (
 // ErrLocked: another process holds the embedded journal's file.
 var ErrLocked = errors.New("journal: the embedded journal is in use by another process")
 
+var errNoPayload = errors.New("payload dropped")
+
 // SQLiteConfig configures the embedded store.
 type SQLiteConfig struct {
 	// Path is the database file (WHGUARD_DATABASE_URL=sqlite:PATH).
@@ -547,19 +549,28 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 // Replay sends a dead or done event back to retry with a fresh budget and
 // audits why.
 func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
-	var from string
+	var (
+		from       string
+		hasPayload bool
+	)
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT status FROM whguard_events WHERE id = ?`, id).Scan(&from); err != nil {
+		if err := tx.QueryRowContext(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = ?)
+			FROM whguard_events WHERE id = ?`, id, id).Scan(&from, &hasPayload); err != nil {
 			return err
 		}
 		if from != StatusDead && from != StatusDone {
 			return ErrNotReplayable
+		}
+		if !hasPayload {
+			return errNoPayload
 		}
 		return s.replayOne(ctx, tx, id, from, reason)
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return ErrNotFound
+	case errors.Is(err, errNoPayload):
+		return fmt.Errorf("event %d: its payload was dropped by retention: %w", id, ErrNotReplayable)
 	case errors.Is(err, ErrNotReplayable):
 		return fmt.Errorf("event %d is %s: %w", id, from, ErrNotReplayable)
 	case err != nil:
@@ -605,8 +616,9 @@ func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, 
 		n, last := 0, int64(0)
 		err := s.write(ctx, func(tx *sql.Tx) error {
 			rows, err := tx.QueryContext(ctx, `
-SELECT id FROM whguard_events
+SELECT id FROM whguard_events e
 WHERE status = ? AND (? = '' OR provider = ?) AND (? IS NULL OR received_at >= ?) AND id > ? AND id <= ?
+  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
 ORDER BY id LIMIT ?`, status, f.Provider, f.Provider, since, since, after, ceiling, batch)
 			if err != nil {
 				return err

@@ -40,6 +40,8 @@ type config struct {
 	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"5s"`
 	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"1h"`
 	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS" envDefault:"25"`
+	DedupRetention     time.Duration `env:"DEDUP_RETENTION" envDefault:"840h"`
+	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION" envDefault:"168h"`
 
 	providers []providerConfig
 }
@@ -182,6 +184,12 @@ func (c *config) validate() (warnings []string, err error) {
 		if d.v <= 0 {
 			return nil, configErrorf("%s: must be positive, got %s", d.name, d.v)
 		}
+	}
+	if c.DedupRetention < time.Hour {
+		return nil, configErrorf("WHGUARD_DEDUP_RETENTION: %s is too short: keys must outlive the senders' redelivery horizon (default 840h, 35 days)", c.DedupRetention)
+	}
+	if c.PayloadRetention <= 0 || c.PayloadRetention > c.DedupRetention {
+		return nil, configErrorf("WHGUARD_PAYLOAD_RETENTION: must be positive and at most WHGUARD_DEDUP_RETENTION (%s), got %s", c.DedupRetention, c.PayloadRetention)
 	}
 	if c.RetryMaxDelay < c.RetryBaseDelay {
 		return nil, configErrorf("WHGUARD_RETRY_MAX_DELAY: %s is shorter than WHGUARD_RETRY_BASE_DELAY (%s)", c.RetryMaxDelay, c.RetryBaseDelay)

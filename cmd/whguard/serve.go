@@ -94,9 +94,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 			MaxDelay:    cfg.RetryMaxDelay,
 			MaxAttempts: cfg.RetryMaxAttempts,
 		},
-		Listen:  listen,
-		Metrics: forwarder.NewMetrics(reg),
-		Logger:  log.Named("forwarder"),
+		KeyRetention:     cfg.DedupRetention,
+		PayloadRetention: cfg.PayloadRetention,
+		Listen:           listen,
+		Metrics:          forwarder.NewMetrics(reg),
+		Logger:           log.Named("forwarder"),
 	})
 	if err != nil {
 		return err
