@@ -17,13 +17,14 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/groupcommit"
 	"github.com/whguard/whguard/journal"
 )
 
 // Store is the part of the journal the forwarder works from.
 type Store interface {
 	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]journal.Delivery, error)
-	Complete(ctx context.Context, fs []journal.Finish) (int, error)
+	Complete(ctx context.Context, fs []journal.Finish) ([]int64, error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (journal.Stats, error)
@@ -153,6 +154,10 @@ type Forwarder struct {
 	log  *zap.Logger
 	wake chan struct{}
 
+	// complete batches the outcomes of deliveries finishing together into
+	// one fenced statement (River's batch completer, without its timer).
+	complete *groupcommit.Group[journal.Finish, bool]
+
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
@@ -172,13 +177,30 @@ func New(cfg Config) (*Forwarder, error) {
 	if err := cfg.withDefaults(); err != nil {
 		return nil, err
 	}
-	return &Forwarder{
+	f := &Forwarder{
 		cfg:      cfg,
 		log:      cfg.Logger,
 		wake:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
-	}, nil
+	}
+	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout},
+		func(ctx context.Context, fs []journal.Finish) ([]bool, error) {
+			ids, err := cfg.Store.Complete(ctx, fs)
+			if err != nil {
+				return nil, err
+			}
+			landed := make(map[int64]bool, len(ids))
+			for _, id := range ids {
+				landed[id] = true
+			}
+			out := make([]bool, len(fs))
+			for i, f := range fs {
+				out[i] = landed[f.ID]
+			}
+			return out, nil
+		})
+	return f, nil
 }
 
 // Wake asks the fetcher to look for ready rows now (the in-process signal
@@ -439,10 +461,10 @@ func (f *Forwarder) finish(log *zap.Logger, d journal.Delivery, recordBy time.Ti
 	pause := 100 * time.Millisecond
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
-		n, err := f.cfg.Store.Complete(ctx, []journal.Finish{fin})
+		landed, err := f.complete.Do(ctx, []journal.Finish{fin})
 		cancel()
 		switch {
-		case err == nil && n == 0:
+		case err == nil && !landed[0]:
 			log.Warn("lease lost before the outcome was recorded (expired and taken over)")
 			return
 		case err == nil:

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -71,6 +72,7 @@ func TestConformance(t *testing.T) {
 		{"ListFiltersAndCursor", testListFiltersAndCursor},
 		{"Stats", testStats},
 		{"RetentionCleanup", testRetentionCleanup},
+		{"GroupCommit", testGroupCommit},
 	}
 	for _, st := range stores {
 		t.Run(st.name, func(t *testing.T) {
@@ -298,7 +300,6 @@ func testAppendConcurrentBatches(t *testing.T, s journal.Store) {
 }
 
 func testLeaseCompleteAndAttempts(t *testing.T, s journal.Store) {
-	ctx := context.Background()
 	id := appendOne(t, s, ev("p", "a", "h")).ID
 	ds := leaseAll(t, s, time.Minute)
 	if len(ds) != 1 {
@@ -315,7 +316,7 @@ func testLeaseCompleteAndAttempts(t *testing.T, s journal.Store) {
 	if more := leaseAll(t, s, time.Minute); len(more) != 0 {
 		t.Fatalf("a leased row was leased again: %+v", more)
 	}
-	n, err := s.Complete(ctx, []journal.Finish{finish(d, journal.StatusDone, 204)})
+	n, err := completeN(s, []journal.Finish{finish(d, journal.StatusDone, 204)})
 	if err != nil || n != 1 {
 		t.Fatalf("complete: %d %v", n, err)
 	}
@@ -328,7 +329,7 @@ func testLeaseCompleteAndAttempts(t *testing.T, s journal.Store) {
 		t.Fatalf("attempt %+v", a)
 	}
 	// A finished row cannot be finished again with the same token.
-	if n, _ := s.Complete(ctx, []journal.Finish{finish(d, journal.StatusDead, 500)}); n != 0 {
+	if n, _ := completeN(s, []journal.Finish{finish(d, journal.StatusDead, 500)}); n != 0 {
 		t.Fatal("completed twice")
 	}
 }
@@ -395,13 +396,13 @@ func testLateWorkerCannotFinish(t *testing.T, s journal.Store) {
 	if len(second) != 1 || second[0].LeaseToken == first[0].LeaseToken || second[0].Attempt != 2 {
 		t.Fatalf("second lease %+v", second)
 	}
-	if n, err := s.Complete(ctx, []journal.Finish{finish(first[0], journal.StatusDone, 200)}); err != nil || n != 0 {
+	if n, err := completeN(s, []journal.Finish{finish(first[0], journal.StatusDone, 200)}); err != nil || n != 0 {
 		t.Fatalf("late complete took effect: %d %v", n, err)
 	}
 	if d := get(t, s, id); d.Status != journal.StatusProcessing || len(d.AttemptLog) != 0 {
 		t.Fatalf("late worker changed the row: %s, %d attempts logged", d.Status, len(d.AttemptLog))
 	}
-	if n, err := s.Complete(ctx, []journal.Finish{finish(second[0], journal.StatusDone, 200)}); err != nil || n != 1 {
+	if n, err := completeN(s, []journal.Finish{finish(second[0], journal.StatusDone, 200)}); err != nil || n != 1 {
 		t.Fatalf("current holder: %d %v", n, err)
 	}
 }
@@ -447,12 +448,11 @@ func testReleaseKeepsTheAttempt(t *testing.T, s journal.Store) {
 }
 
 func testRetryDueLater(t *testing.T, s journal.Store) {
-	ctx := context.Background()
 	id := appendOne(t, s, ev("p", "later", "h")).ID
 	d := leaseAll(t, s, time.Minute)[0]
 	f := finish(d, journal.StatusRetry, 503)
 	f.RetryIn = 300 * time.Millisecond
-	if n, err := s.Complete(ctx, []journal.Finish{f}); err != nil || n != 1 {
+	if n, err := completeN(s, []journal.Finish{f}); err != nil || n != 1 {
 		t.Fatalf("complete: %d %v", n, err)
 	}
 	got := get(t, s, id)
@@ -481,7 +481,7 @@ func testReplayFreshBudget(t *testing.T, s journal.Store) {
 		if d.Attempt == 3 {
 			status = journal.StatusDead
 		}
-		if _, err := s.Complete(ctx, []journal.Finish{finish(d, status, 500)}); err != nil {
+		if _, err := completeN(s, []journal.Finish{finish(d, status, 500)}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -523,7 +523,7 @@ func testBulkReplayTerminates(t *testing.T, s journal.Store) {
 			for _, d := range ds {
 				fs = append(fs, finish(d, journal.StatusDead, 422))
 			}
-			s.Complete(ctx, fs)
+			completeN(s, fs)
 		}
 	}
 	killAll()
@@ -616,7 +616,7 @@ func testStats(t *testing.T, s journal.Store) {
 	appendOne(t, s, ev("alpha", "1", "h"))
 	appendOne(t, s, ev("beta", "2", "h"))
 	d := leaseAll(t, s, time.Minute)
-	if _, err := s.Complete(ctx, []journal.Finish{finish(d[0], journal.StatusDone, 200)}); err != nil {
+	if _, err := completeN(s, []journal.Finish{finish(d[0], journal.StatusDone, 200)}); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
@@ -645,7 +645,7 @@ func testRetentionCleanup(t *testing.T, s journal.Store) {
 	for _, d := range ds {
 		byID[d.EventID] = d
 	}
-	if _, err := s.Complete(ctx, []journal.Finish{finish(byID["done-old"], journal.StatusDone, 200), finish(byID["dead"], journal.StatusDead, 422)}); err != nil {
+	if _, err := completeN(s, []journal.Finish{finish(byID["done-old"], journal.StatusDone, 200), finish(byID["dead"], journal.StatusDead, 422)}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Release(ctx, []int64{byID["pending"].ID}, []uuid.UUID{byID["pending"].LeaseToken}); err != nil {
@@ -693,4 +693,77 @@ func testRetentionCleanup(t *testing.T, s journal.Store) {
 	if r := appendOne(t, s, ev("p", "done-old", "h")); r.Outcome != journal.Inserted {
 		t.Fatalf("resend after the key expired: %v, want a new event", r.Outcome)
 	}
+}
+
+// completeN records outcomes and says how many took effect.
+func completeN(s journal.Store, fs []journal.Finish) (int, error) {
+	ids, err := s.Complete(context.Background(), fs)
+	return len(ids), err
+}
+
+// countingStore counts Append calls reaching the store.
+type countingStore struct {
+	journal.Store
+	calls atomic.Int32
+}
+
+func (c *countingStore) Append(ctx context.Context, events []journal.Event) ([]journal.Result, error) {
+	c.calls.Add(1)
+	return c.Store.Append(ctx, events)
+}
+
+// Concurrent requests through the group committer: each caller learns its
+// own outcome (one insert per key, the rest duplicates or conflicts), and
+// the store sees far fewer transactions than requests.
+func testGroupCommit(t *testing.T, s journal.Store) {
+	cs := &countingStore{Store: s}
+	gc := journal.NewGroupCommitter(cs, 2)
+	const keys, copies = 100, 4
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = map[string]map[journal.Outcome]int{}
+		ids      = map[string]map[int64]bool{}
+	)
+	start := make(chan struct{})
+	for k := range keys {
+		for c := range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				id := fmt.Sprintf("gc%03d", k)
+				hash := "h"
+				if c == copies-1 && k%10 == 0 {
+					hash = "other" // a conflicting resend
+				}
+				r, err := gc.Append(context.Background(), []journal.Event{ev("p", id, hash)})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if outcomes[id] == nil {
+					outcomes[id], ids[id] = map[journal.Outcome]int{}, map[int64]bool{}
+				}
+				outcomes[id][r[0].Outcome]++
+				ids[id][r[0].ID] = true
+			}()
+		}
+	}
+	close(start)
+	wg.Wait()
+	for id, o := range outcomes {
+		if o[journal.Inserted] != 1 || len(ids[id]) != 1 || o[journal.Inserted]+o[journal.Duplicate]+o[journal.Conflict] != copies {
+			t.Fatalf("%s: outcomes %v ids %v", id, o, ids[id])
+		}
+	}
+	if n := count(t, s, journal.Filter{}); n != keys {
+		t.Fatalf("%d rows, want %d", n, keys)
+	}
+	if calls := cs.calls.Load(); calls >= keys*copies/2 {
+		t.Fatalf("%d transactions for %d requests: no group commit", calls, keys*copies)
+	}
+	t.Logf("%d requests in %d transactions", keys*copies, cs.calls.Load())
 }

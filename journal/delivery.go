@@ -100,10 +100,10 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 // Complete records outcomes, each only where the row's id and lease token
 // still match: a worker whose lease expired (and was handed to another)
 // changes nothing. The attempt is recorded with the state change, in the
-// same statement. It returns how many outcomes took effect.
-func (p *Postgres) Complete(ctx context.Context, fs []Finish) (int, error) {
+// same statement. It returns the ids whose outcome took effect.
+func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 	if len(fs) == 0 {
-		return 0, nil
+		return nil, nil
 	}
 	n := len(fs)
 	ids, tokens := make([]int64, n), make([]uuid.UUID, n)
@@ -118,11 +118,11 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) (int, error) {
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
 	}
-	var done int
+	var done []int64
 	err := p.pool.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
 		numbers, started, durations, codes, errs, excerpts).Scan(&done)
 	if err != nil {
-		return 0, fmt.Errorf("complete %d deliveries: %w", n, err)
+		return nil, fmt.Errorf("complete %d deliveries: %w", n, err)
 	}
 	return done, nil
 }
@@ -195,7 +195,7 @@ WITH f AS (
     SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
     FROM f JOIN upd ON upd.id = f.id
 )
-SELECT count(*) FROM upd`
+SELECT coalesce(array_agg(id), '{}') FROM upd`
 
 const sqlRelease = `
 UPDATE whguard_events ev

@@ -30,7 +30,7 @@ type Store interface {
 	Append(ctx context.Context, events []Event) ([]Result, error)
 
 	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error)
-	Complete(ctx context.Context, fs []Finish) (int, error)
+	Complete(ctx context.Context, fs []Finish) (recorded []int64, err error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (Stats, error)

@@ -336,11 +336,12 @@ RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token
 	return out, nil
 }
 
-// Complete records outcomes fenced by id and lease token.
-func (s *SQLite) Complete(ctx context.Context, fs []Finish) (int, error) {
-	done := 0
+// Complete records outcomes fenced by id and lease token, and returns the
+// ids whose outcome took effect.
+func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
+	var done []int64
 	err := s.write(ctx, func(tx *sql.Tx) error {
-		done = 0
+		done = done[:0]
 		now := s.now()
 		for _, f := range fs {
 			next := sql.NullInt64{}
@@ -359,7 +360,7 @@ WHERE id = ? AND lease_token = ? AND status = 'processing'`,
 			if n, _ := res.RowsAffected(); n == 0 {
 				continue
 			}
-			done++
+			done = append(done, f.ID)
 			a := f.Attempt
 			if _, err := tx.ExecContext(ctx, `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
@@ -370,7 +371,7 @@ VALUES (?, ?, ?, ?, ?, ?, ?)`, f.ID, a.Number, a.StartedAt.UnixNano(), a.Duratio
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("complete %d deliveries: %w", len(fs), err)
+		return nil, fmt.Errorf("complete %d deliveries: %w", len(fs), err)
 	}
 	return done, nil
 }

@@ -103,9 +103,16 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if err != nil {
 		return err
 	}
+	// Group commit: concurrent requests share one INSERT and one commit.
+	// The embedded journal has one writer; PostgreSQL gets two commits in
+	// flight so one batch fills while the other is being flushed.
+	commitsInFlight := 2
+	if _, embedded := j.(*journal.SQLite); embedded {
+		commitsInFlight = 1
+	}
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:   routes,
-		Journal:  j,
+		Journal:  journal.NewGroupCommitter(j, commitsInFlight),
 		Metrics:  proxy.NewMetrics(reg),
 		Logger:   log.Named("ingress"),
 		OnCommit: fwd.Wake,

@@ -1,0 +1,135 @@
+package groupcommit
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// A lone call is flushed at once, alone.
+func TestLoneCallFlushesAtOnce(t *testing.T) {
+	var flushes atomic.Int32
+	g := New(Config{}, func(_ context.Context, items []int) ([]int, error) {
+		flushes.Add(1)
+		out := make([]int, len(items))
+		for i, v := range items {
+			out[i] = v * 10
+		}
+		return out, nil
+	})
+	start := time.Now()
+	res, err := g.Do(context.Background(), []int{1, 2})
+	if err != nil || len(res) != 2 || res[0] != 10 || res[1] != 20 {
+		t.Fatalf("%v %v", res, err)
+	}
+	if took := time.Since(start); took > 50*time.Millisecond {
+		t.Fatalf("lone call took %s", took)
+	}
+	if flushes.Load() != 1 {
+		t.Fatalf("%d flushes", flushes.Load())
+	}
+}
+
+// Calls arriving during a flush share the next one, each gets its own
+// results, and no batch exceeds MaxBatch.
+func TestConcurrentCallsShareFlushes(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		batches []int
+	)
+	g := New(Config{MaxBatch: 50}, func(_ context.Context, items []int) ([]int, error) {
+		time.Sleep(2 * time.Millisecond) // a commit
+		mu.Lock()
+		batches = append(batches, len(items))
+		mu.Unlock()
+		out := make([]int, len(items))
+		for i, v := range items {
+			out[i] = -v
+		}
+		return out, nil
+	})
+	var wg sync.WaitGroup
+	for i := 1; i <= 400; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := g.Do(context.Background(), []int{i})
+			if err != nil || len(res) != 1 || res[0] != -i {
+				t.Errorf("call %d got %v %v", i, res, err)
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	total := 0
+	for _, b := range batches {
+		if b > 50 {
+			t.Fatalf("batch of %d over MaxBatch", b)
+		}
+		total += b
+	}
+	if total != 400 {
+		t.Fatalf("flushed %d items, want 400", total)
+	}
+	if len(batches) > 100 {
+		t.Fatalf("%d flushes for 400 concurrent calls: no grouping", len(batches))
+	}
+}
+
+// A failed flush fails exactly the calls of its batch.
+func TestFailedFlushFailsOnlyItsBatch(t *testing.T) {
+	boom := errors.New("commit failed")
+	g := New(Config{MaxBatch: 1}, func(_ context.Context, items []string) ([]bool, error) {
+		if items[0] == "poison" {
+			return nil, boom
+		}
+		return []bool{true}, nil
+	})
+	var wg sync.WaitGroup
+	errs := make([]error, 20)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			item := "ok"
+			if i == 7 {
+				item = "poison"
+			}
+			_, errs[i] = g.Do(context.Background(), []string{item})
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if (i == 7) != errors.Is(err, boom) {
+			t.Fatalf("call %d: %v", i, err)
+		}
+	}
+}
+
+// A caller that gives up gets ctx.Err() without cancelling the flush.
+func TestCallerContextDoesNotCancelFlush(t *testing.T) {
+	release := make(chan struct{})
+	var flushed atomic.Bool
+	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
+		<-release
+		flushed.Store(ctx.Err() == nil)
+		return items, nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := g.Do(ctx, []int{1}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err %v", err)
+	}
+	close(release)
+	deadline := time.Now().Add(time.Second)
+	for !flushed.Load() {
+		if time.Now().After(deadline) {
+			t.Fatal("the flush was cancelled with its caller")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
