@@ -33,31 +33,56 @@ func Digest(header http.Header, body []byte) (string, error) {
 // members of a JSON object body: the fields a sender changes between
 // redeliveries of one event. Form and raw bodies are hashed as Digest does.
 func ContentDigest(header http.Header, body []byte, volatile []string) (string, error) {
+	d, err := digestBody(header, body, volatile)
+	return d.content, err
+}
+
+// bodyDigests is what one parse of a body yields: the content hash (with
+// volatile fields removed), the plain digest (the key when the scheme has
+// no id), and the top-level "type" of a JSON object.
+type bodyDigests struct {
+	content, plain, typ string
+}
+
+// digestBody parses the body once and derives every digest from it.
+func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests, error) {
 	if isForm(header) {
 		values, err := url.ParseQuery(string(body))
 		if err != nil {
 			// url's error quotes the offending bytes: keep them out of the
 			// answer (SPEC: errors never echo the payload).
-			_ = err
-			return "", fmt.Errorf("%w: form body unparseable", ErrBadRequest)
+			return bodyDigests{}, fmt.Errorf("%w: form body unparseable", ErrBadRequest)
 		}
 		// Encode sorts by name and keeps each name's values in their order:
 		// the stable sort SPEC 3 asks for.
-		return hashBytes([]byte(values.Encode())), nil
+		h := hashBytes([]byte(values.Encode()))
+		return bodyDigests{content: h, plain: h}, nil
 	}
 	v, err := parseJSON(body)
 	switch {
 	case errors.Is(err, ErrNotJSON):
-		return hashBytes(body), nil
+		h := hashBytes(body)
+		return bodyDigests{content: h, plain: h}, nil
 	case err != nil:
-		return "", fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return bodyDigests{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
 	}
+	var d bodyDigests
+	if v.kind == kindObject {
+		d.typ, _ = v.stringField("type")
+	}
+	buf := appendCanonical(make([]byte, 0, len(body)), v)
+	d.plain = hashBytes(buf)
+	d.content = d.plain
 	if len(volatile) > 0 && v.kind == kindObject {
-		v.members = slices.DeleteFunc(v.members, func(m jsonMember) bool {
+		kept := slices.DeleteFunc(slices.Clone(v.members), func(m jsonMember) bool {
 			return slices.Contains(volatile, m.key)
 		})
+		if len(kept) != len(v.members) {
+			v.members = kept
+			d.content = hashBytes(appendCanonical(buf[:0], v))
+		}
 	}
-	return hashBytes(appendCanonical(make([]byte, 0, len(body)), v)), nil
+	return d, nil
 }
 
 // isForm tells whether the Content-Type is application/x-www-form-urlencoded

@@ -210,7 +210,9 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 		}
 	}
 
-	contentHash, err := ContentDigest(in.Header, in.Body, p.volatile)
+	// One parse of the body gives the content hash, the digest key and
+	// the type.
+	d, err := digestBody(in.Header, in.Body, p.volatile)
 	if err != nil {
 		if id == "" {
 			// The key itself needs the canonical body: refuse (SPEC 2,
@@ -221,20 +223,16 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 		// canonicalize (duplicate keys, too deep, a broken form) is still a
 		// verified event. Compare resends by their raw bytes rather than
 		// refuse it and have the sender retry until it gives up.
-		contentHash = hashBytes(in.Body)
+		d = bodyDigests{content: hashBytes(in.Body)}
 	}
+	contentHash := d.content
 	if id == "" {
-		id = contentHash
-		if len(p.volatile) > 0 {
-			if id, err = Digest(in.Header, in.Body); err != nil {
-				return Event{}, err
-			}
-		}
+		id = d.plain
 	}
 	if typ == "" {
-		// Schemes without a type of their own (none, hmac, …): a JSON
-		// body's top-level "type" is what most senders use.
-		typ = bodyType(in.Body)
+		// Schemes without a type of their own (standard, none, hmac, …): a
+		// JSON body's top-level "type" is what most senders use.
+		typ = d.typ
 	}
 	if !printable(typ, maxEventTypeLength) {
 		typ = ""
