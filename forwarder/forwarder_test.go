@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -27,43 +26,10 @@ var dbURL string
 
 func TestMain(m *testing.M) { os.Exit(testdb.Main(m, "forwarder", &dbURL)) }
 
-// forEachStore runs a forwarder test on each journal store: the same test,
-// a matrix over the stores.
-func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
-	for _, store := range []string{"postgres", "sqlite"} {
-		t.Run(store, func(t *testing.T) { fn(t, store) })
-	}
-}
+var forEachStore = testdb.ForEachStore
 
 // openJournal returns a migrated journal of the test's own.
-func openJournal(t *testing.T, store string) journal.Store {
-	t.Helper()
-	ctx := context.Background()
-	var j journal.Store
-	if store == "sqlite" {
-		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "j.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j = s
-	} else {
-		u, drop, err := testdb.Create(ctx, "fw")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(drop)
-		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j = pg
-	}
-	t.Cleanup(j.Close)
-	if _, err := j.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return j
-}
+func openJournal(t *testing.T, store string) journal.Store { return testdb.OpenStore(t, store, true) }
 
 func appendEvent(t *testing.T, j journal.Store, id string) int64 {
 	t.Helper()

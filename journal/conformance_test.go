@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,39 +15,6 @@ import (
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 )
-
-// stores are the journal implementations the conformance suite runs on:
-// the same test functions, one constructor each (SPEC: both stores behave
-// alike). Each constructor returns an unmigrated store of its own.
-var stores = []struct {
-	name string
-	open func(t *testing.T) journal.Store
-}{
-	{"postgres", func(t *testing.T) journal.Store {
-		t.Helper()
-		ctx := context.Background()
-		u, drop, err := testdb.Create(ctx, "jt")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(drop)
-		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pg.Close)
-		return pg
-	}},
-	{"sqlite", func(t *testing.T) journal.Store {
-		t.Helper()
-		s, err := journal.OpenSQLite(context.Background(), journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "journal.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(s.Close)
-		return s
-	}},
-}
 
 // TestConformance runs every behaviour test against every store.
 func TestConformance(t *testing.T) {
@@ -74,21 +40,13 @@ func TestConformance(t *testing.T) {
 		{"RetentionCleanup", testRetentionCleanup},
 		{"GroupCommit", testGroupCommit},
 	}
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			for _, tc := range tests {
-				t.Run(tc.name, func(t *testing.T) {
-					s := st.open(t)
-					if tc.name != "MigrateTwiceAndReady" {
-						if _, err := s.Migrate(context.Background()); err != nil {
-							t.Fatal(err)
-						}
-					}
-					tc.fn(t, s)
-				})
-			}
-		})
-	}
+	testdb.ForEachStore(t, func(t *testing.T, store string) {
+		for _, tc := range tests {
+			t.Run(tc.name, func(t *testing.T) {
+				tc.fn(t, testdb.OpenStore(t, store, tc.name != "MigrateTwiceAndReady"))
+			})
+		}
+	})
 }
 
 func ev(provider, id, hash string) journal.Event {

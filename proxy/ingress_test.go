@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -46,46 +45,11 @@ type fixture struct {
 	ingress *proxy.Ingress
 }
 
-// forEachStore runs a test on each journal store: the same test, a matrix.
-func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
-	for _, store := range []string{"postgres", "sqlite"} {
-		t.Run(store, func(t *testing.T) { fn(t, store) })
-	}
-}
-
-// openStore returns a migrated journal of the test's own on the store.
-func openStore(t *testing.T, store string) journal.Store {
-	t.Helper()
-	ctx := context.Background()
-	var j journal.Store
-	if store == "sqlite" {
-		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "j.db")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j = s
-	} else {
-		u, drop, err := testdb.Create(ctx, "ing")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(drop)
-		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-		if err != nil {
-			t.Fatal(err)
-		}
-		j = pg
-	}
-	t.Cleanup(j.Close)
-	if _, err := j.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	return j
-}
+var forEachStore = testdb.ForEachStore
 
 func newFixture(t *testing.T, store string) *fixture {
 	t.Helper()
-	return newFixtureOn(t, openStore(t, store))
+	return newFixtureOn(t, testdb.OpenStore(t, store, true))
 }
 
 func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {

@@ -136,16 +136,9 @@ type stack struct {
 	extraEnv []string
 }
 
-// e2eStores are the journals the end-to-end tests run on: the same tests,
-// a matrix over WHGUARD_DATABASE_URL.
-var e2eStores = []string{"postgres", "sqlite"}
-
-// forEachStore runs fn once per journal store.
-func forEachStore(t *testing.T, fn func(t *testing.T, store string)) {
-	for _, store := range e2eStores {
-		t.Run(store, func(t *testing.T) { fn(t, store) })
-	}
-}
+// forEachStore runs an end-to-end test once per journal store: the same
+// test, a matrix over WHGUARD_DATABASE_URL.
+var forEachStore = testdb.ForEachStore
 
 // journalURL gives the test a journal of its own on the store.
 func journalURL(t *testing.T, store string) string {

@@ -1,0 +1,57 @@
+package testdb
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// Stores names the journal implementations every store-level test runs on.
+var Stores = []string{"postgres", "sqlite"}
+
+// ForEachStore runs fn once per journal store, as subtests named after the
+// store: the same test functions, a matrix, never copies.
+func ForEachStore(t *testing.T, fn func(t *testing.T, store string)) {
+	for _, store := range Stores {
+		t.Run(store, func(t *testing.T) { fn(t, store) })
+	}
+}
+
+// OpenStore returns a journal of the test's own on the named store (a
+// fresh PostgreSQL database, or a SQLite file in a temporary directory),
+// migrated unless migrate is false, and closed when the test ends.
+func OpenStore(t testing.TB, store string, migrate bool) journal.Store {
+	t.Helper()
+	ctx := context.Background()
+	var j journal.Store
+	switch store {
+	case "sqlite":
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "journal.db")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = s
+	case "postgres":
+		u, drop, err := Create(ctx, "st")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(drop)
+		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j = pg
+	default:
+		t.Fatalf("unknown store %q", store)
+	}
+	t.Cleanup(j.Close)
+	if migrate {
+		if _, err := j.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j
+}
