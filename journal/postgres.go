@@ -220,13 +220,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 				// between the two statements. Fail the batch; senders retry.
 				return fmt.Errorf("event %s/%s neither inserted nor found", k[0], k[1])
 			}
-			for n, i := range e.indexes {
-				if n == 0 && isNew {
-					results[i] = Result{ID: ref.id, Outcome: Inserted}
-					continue
-				}
-				results[i] = Result{ID: ref.id, Outcome: outcomeFor(ref.hash, events[i].ContentHash)}
-			}
+			e.judge(results, events, ref, isNew)
 		}
 		// Record every conflicting payload for inspection.
 		for i := range events {
@@ -252,6 +246,19 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 type existingRow struct {
 	id   int64
 	hash string
+}
+
+// judge sets the result of every event of the entry's key: the leader is
+// Inserted when this batch created the row; every other copy is a
+// Duplicate or a Conflict by its content hash against the stored row.
+func (e *batchEntry) judge(results []Result, events []Event, ref existingRow, isNew bool) {
+	for n, i := range e.indexes {
+		if n == 0 && isNew {
+			results[i] = Result{ID: ref.id, Outcome: Inserted}
+			continue
+		}
+		results[i] = Result{ID: ref.id, Outcome: outcomeFor(ref.hash, events[i].ContentHash)}
+	}
 }
 
 func outcomeFor(storedHash, hash string) Outcome {

@@ -246,13 +246,7 @@ RETURNING id`, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, no
 			default:
 				return fmt.Errorf("insert event: %w", err)
 			}
-			for n, i := range e.indexes {
-				if n == 0 && isNew {
-					results[i] = Result{ID: ref.id, Outcome: Inserted}
-					continue
-				}
-				results[i] = Result{ID: ref.id, Outcome: outcomeFor(ref.hash, events[i].ContentHash)}
-			}
+			e.judge(results, events, ref, isNew)
 		}
 		for i := range events {
 			if results[i].Outcome != Conflict {
