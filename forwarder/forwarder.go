@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -157,6 +158,12 @@ type Forwarder struct {
 	// complete batches the outcomes of deliveries finishing together into
 	// one fenced statement (River's batch completer, without its timer).
 	complete *groupcommit.Group[journal.Finish, bool]
+
+	// backlog is true while ready rows may be waiting for a free slot: the
+	// last lease filled everything it asked for, or leasing stopped because
+	// every slot was busy. Only then does a finished delivery wake the
+	// fetcher; otherwise new rows announce themselves.
+	backlog atomic.Bool
 
 	mu       sync.Mutex
 	started  bool
@@ -304,7 +311,8 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 		for ctx.Err() == nil {
 			free := cap(f.slots) - len(f.slots)
 			if free == 0 {
-				break // a finished delivery wakes us
+				f.backlog.Store(true) // a finished delivery wakes us
+				break
 			}
 			n := min(free, maxLeaseBatch)
 			// Not cancelled by Stop: a lease statement interrupted after its
@@ -328,8 +336,10 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 				go f.deliver(d, recordBy)
 			}
 			if len(leased) < n {
+				f.backlog.Store(false)
 				break
 			}
+			f.backlog.Store(true)
 		}
 	}
 }
@@ -403,7 +413,13 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	defer func() {
 		<-f.slots
 		f.inflight.Done()
-		f.Wake()
+		// With rows waiting, lease again once a quarter of the slots are
+		// free rather than after every delivery: fewer, larger leases
+		// (one statement per row leased stops scaling at a few thousand
+		// per second; DESIGN.md, "Forwarding").
+		if f.backlog.Load() && cap(f.slots)-len(f.slots) >= max(1, cap(f.slots)/4) {
+			f.Wake()
+		}
 	}()
 	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
 		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
@@ -434,6 +450,10 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	}
 	if dec.Outcome == OutcomeRetry {
 		fin.RetryIn = dec.Delay
+		if dec.Delay < f.cfg.PollInterval {
+			// Due before the next poll: look for it when it is due.
+			time.AfterFunc(dec.Delay, f.Wake)
+		}
 	}
 	if dec.Outcome != OutcomeDone {
 		fin.LastError = dec.Reason

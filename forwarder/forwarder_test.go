@@ -415,7 +415,30 @@ func TestWakeUps(t *testing.T) {
 	for _, mode := range []string{"in-process/postgres", "in-process/sqlite", "notify/postgres"} {
 		t.Run(mode, func(t *testing.T) {
 			kind, store, _ := strings.Cut(mode, "/")
-			j := openJournal(t, store)
+			var j, writer journal.Store
+			if kind == "notify" {
+				// Another replica commits: a second connection pool on the
+				// same database, whose NOTIFY the forwarder's LISTEN hears.
+				u, drop, err := testdb.Create(context.Background(), "fwn")
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(drop)
+				for _, p := range []*journal.Store{&j, &writer} {
+					pg, err := journal.OpenPostgres(context.Background(), journal.PostgresConfig{URL: u})
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(pg.Close)
+					*p = pg
+				}
+				if _, err := j.Migrate(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				j = openJournal(t, store)
+				writer = j
+			}
 			rec, srv := newRecorder(t)
 			f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
 				c.PollInterval = time.Hour
@@ -426,7 +449,7 @@ func TestWakeUps(t *testing.T) {
 			})
 			time.Sleep(300 * time.Millisecond) // let the first poll and LISTEN happen
 			start := time.Now()
-			appendEvent(t, j, "evt_wake_"+kind)
+			appendEvent(t, writer, "evt_wake_"+kind)
 			if kind == "in-process" {
 				f.Wake()
 			}

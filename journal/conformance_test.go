@@ -675,7 +675,7 @@ func (c *countingStore) Append(ctx context.Context, events []journal.Event) ([]j
 // the store sees far fewer transactions than requests.
 func testGroupCommit(t *testing.T, s journal.Store) {
 	cs := &countingStore{Store: s}
-	gc := journal.NewGroupCommitter(cs, 2)
+	gc := journal.NewGroupCommitter(cs, 2, nil)
 	const keys, copies = 100, 4
 	var (
 		wg       sync.WaitGroup

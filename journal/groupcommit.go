@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"time"
 
 	"github.com/whguard/whguard/internal/groupcommit"
 )
@@ -19,10 +20,11 @@ type GroupCommitter struct {
 
 // NewGroupCommitter wraps a store's Append. maxInFlight bounds concurrent
 // commits (0 means 1: everything arriving during a commit shares the next).
+// onCommit, when set, is told each commit's size and duration.
 func NewGroupCommitter(s interface {
 	Append(ctx context.Context, events []Event) ([]Result, error)
-}, maxInFlight int) *GroupCommitter {
-	return &GroupCommitter{g: groupcommit.New(groupcommit.Config{MaxBatch: 100, MaxInFlight: maxInFlight}, s.Append)}
+}, maxInFlight int, onCommit func(events int, took time.Duration, err error)) *GroupCommitter {
+	return &GroupCommitter{g: groupcommit.New(groupcommit.Config{MaxBatch: 100, MaxInFlight: maxInFlight, OnFlush: onCommit}, s.Append)}
 }
 
 // Append journals events in the next shared batch. An error means the

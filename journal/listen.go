@@ -10,7 +10,7 @@ import (
 )
 
 // Listen holds a dedicated connection LISTENing on NotifyChannel and calls
-// wake for every notification, until ctx ends. A broken connection is
+// wake for every notification from another process, until ctx ends. A broken connection is
 // re-established with a growing pause (up to 10 s); meanwhile the
 // forwarder's poll is the fallback. It returns ctx.Err().
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
@@ -42,9 +42,12 @@ func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
 	// Rows may have been committed while we were not listening.
 	wake()
 	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
 			return fmt.Errorf("wait for notification: %w", err)
 		}
-		wake()
+		if n.Payload != p.instance {
+			wake()
+		}
 	}
 }

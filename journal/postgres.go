@@ -3,11 +3,14 @@ package journal
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,7 +36,16 @@ type PostgresConfig struct {
 type Postgres struct {
 	pool *pgxpool.Pool
 	log  *zap.Logger
+	// instance tags this process's NOTIFYs so its own LISTEN ignores them
+	// (the ingress already woke the local forwarder in process).
+	instance string
+	// lastNotify (unix ns) debounces NOTIFY: every NOTIFY takes a global
+	// lock at commit, so under load one per notifyEvery is plenty.
+	lastNotify atomic.Int64
 }
+
+// notifyEvery is the shortest interval between two NOTIFYs of a process.
+const notifyEvery = 10 * time.Millisecond
 
 // OpenPostgres connects (lazily: an unreachable server is not an error here,
 // so whguard can start and answer 503 until the database comes back).
@@ -53,7 +65,9 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Postgres{pool: pool, log: log}, nil
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return &Postgres{pool: pool, log: log, instance: hex.EncodeToString(b[:])}, nil
 }
 
 // Close releases every connection.
@@ -125,120 +139,119 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	entries := groupByKey(events)
 	n := len(entries)
 	providers, ids, types, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	paths, queries := make([]string, n), make([]string, n)
+	headers, bodies := make([][]byte, n), make([][]byte, n)
 	received := make([]time.Time, n)
 	now := time.Now()
 	for i, e := range entries {
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
+		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
+		h, err := marshalHeaders(e.ev.Headers)
+		if err != nil {
+			return nil, err
+		}
+		headers[i] = h
 		received[i] = e.ev.ReceivedAt
 		if received[i].IsZero() {
 			received[i] = now
 		}
 	}
+	notify := ""
+	if t := time.Now().UnixNano(); t-p.lastNotify.Load() >= int64(notifyEvery) {
+		p.lastNotify.Store(t)
+		notify = p.instance
+	}
 
-	results := make([]Result, len(events))
-	// READ COMMITTED is required, whatever the server default: the lookup
-	// after ON CONFLICT DO NOTHING must see the row a concurrent batch just
-	// committed (it waited for it), which a REPEATABLE READ snapshot hides.
-	err := pgx.BeginTxFunc(ctx, p.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, sqlInsertEvents, providers, ids, types, hashes, received)
-		if err != nil {
-			return fmt.Errorf("insert events: %w", err)
-		}
-		inserted := map[[2]string]int64{}
-		var (
-			rowID      int64
-			prov, evID string
-		)
-		_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID}, func() error {
-			inserted[[2]string{prov, evID}] = rowID
-			return nil
-		})
-		if err != nil {
-			return fmt.Errorf("insert events: %w", err)
-		}
-
-		// Payloads of the new rows; the other keys are looked up.
-		var (
-			payRowIDs            []int64
-			payHeaders           [][]byte
-			payBodies            [][]byte
-			payPaths, payQueries []string
-			lookupProv, lookupID []string
-		)
-		for _, e := range entries {
-			id, ok := inserted[[2]string{e.ev.Provider, e.ev.EventID}]
-			if !ok {
-				lookupProv, lookupID = append(lookupProv, e.ev.Provider), append(lookupID, e.ev.EventID)
-				continue
-			}
-			h, err := marshalHeaders(e.ev.Headers)
-			if err != nil {
-				return err
-			}
-			payRowIDs = append(payRowIDs, id)
-			payHeaders = append(payHeaders, h)
-			payBodies = append(payBodies, nonNil(e.ev.Body))
-			payPaths = append(payPaths, e.ev.Path)
-			payQueries = append(payQueries, e.ev.RawQuery)
-		}
-		if len(payRowIDs) > 0 {
-			if _, err := tx.Exec(ctx, sqlInsertPayloads, payRowIDs, payHeaders, payBodies, payPaths, payQueries); err != nil {
-				return fmt.Errorf("insert payloads: %w", err)
-			}
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, NotifyChannel); err != nil {
-				return fmt.Errorf("notify new events: %w", err)
-			}
-		}
-
-		existing := map[[2]string]existingRow{}
-		if len(lookupProv) > 0 {
-			rows, err := tx.Query(ctx, sqlExistingByKey, lookupProv, lookupID)
-			if err != nil {
-				return fmt.Errorf("look up existing events: %w", err)
-			}
-			var hash string
-			_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
-				existing[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
-				return nil
-			})
-			if err != nil {
-				return fmt.Errorf("look up existing events: %w", err)
-			}
-		}
-
-		// Every index of a key is judged against the stored content: the
-		// leader's own when this batch inserted it, the old row's otherwise.
-		for _, e := range entries {
-			k := [2]string{e.ev.Provider, e.ev.EventID}
-			ref, isNew := existingRow{}, false
-			if id, ok := inserted[k]; ok {
-				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash}, true
-			} else if ex, ok := existing[k]; ok {
-				ref = ex
-			} else {
-				// Not inserted yet not found: only if the row was deleted
-				// between the two statements. Fail the batch; senders retry.
-				return fmt.Errorf("event %s/%s neither inserted nor found", k[0], k[1])
-			}
-			e.judge(results, events, ref, isNew)
-		}
-		// Record every conflicting payload for inspection.
-		for i := range events {
-			if results[i].Outcome != Conflict {
-				continue
-			}
-			h, err := marshalHeaders(events[i].Headers)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body)); err != nil {
-				return fmt.Errorf("record conflict: %w", err)
-			}
+	// One statement, one round trip, one commit: insert the new events
+	// and their payloads, announce them, and read back the stored row of
+	// every key that was not new. Under load the CPU is shared with
+	// PostgreSQL and every round trip waits its turn, so this is what
+	// bounds ingest.
+	rows, err := p.pool.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
+		NotifyChannel, notify)
+	if err != nil {
+		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+	refs := make([]existingRow, n)
+	isNew := make([]bool, n)
+	var (
+		ord          int64
+		newID, oldID *int64
+		oldHash      *string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash}, func() error {
+		i := ord - 1
+		switch {
+		case newID != nil:
+			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
+		case oldID != nil:
+			refs[i] = existingRow{id: *oldID, hash: *oldHash}
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+
+	// Rare: a key neither inserted nor visible to that statement's snapshot
+	// was committed by a concurrent batch while ours waited on the unique
+	// index. A new statement (READ COMMITTED: a new snapshot) sees it.
+	var lookProv, lookID []string
+	for i, r := range refs {
+		if r.id == 0 {
+			lookProv, lookID = append(lookProv, providers[i]), append(lookID, ids[i])
+		}
+	}
+	if len(lookProv) > 0 {
+		found := map[[2]string]existingRow{}
+		rows, err := p.pool.Query(ctx, sqlExistingByKey, lookProv, lookID)
+		if err != nil {
+			return nil, fmt.Errorf("look up existing events: %w", err)
+		}
+		var (
+			rowID      int64
+			prov, evID string
+			hash       string
+		)
+		_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
+			found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("look up existing events: %w", err)
+		}
+		for i, r := range refs {
+			if r.id != 0 {
+				continue
+			}
+			f, ok := found[[2]string{providers[i], ids[i]}]
+			if !ok {
+				// Deleted between the two statements (retention): fail the
+				// batch; senders retry.
+				return nil, fmt.Errorf("event %s/%s neither inserted nor found", providers[i], ids[i])
+			}
+			refs[i] = f
+		}
+	}
+
+	results := make([]Result, len(events))
+	for i, e := range entries {
+		e.judge(results, events, refs[i], isNew[i])
+	}
+	// Record every conflicting payload for inspection (rare; the events
+	// themselves are already committed, so a failure here answers 503 and
+	// the sender's retry finds the key).
+	for i := range events {
+		if results[i].Outcome != Conflict {
+			continue
+		}
+		h, err := marshalHeaders(events[i].Headers)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := p.pool.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body)); err != nil {
+			return nil, fmt.Errorf("record conflict: %w", err)
+		}
 	}
 	return results, nil
 }
@@ -286,16 +299,34 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-const sqlInsertEvents = `
-INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at)
-SELECT p, e, t, h, r, now()
-FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[]) AS b(p, e, t, h, r)
-ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id, provider, event_id`
-
-const sqlInsertPayloads = `
-INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query)
-SELECT * FROM unnest($1::bigint[], $2::jsonb[], $3::bytea[], $4::text[], $5::text[])`
+// sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
+// its payloads in one statement, NOTIFYs when $11 is set and something was
+// new, and returns per input position (1-based ord) either the new id or
+// the stored id and content hash of the existing row, when this statement's
+// snapshot can see it.
+const sqlAppend = `
+WITH input AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[])
+           WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query, ord)
+), ins AS (
+    INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at)
+    SELECT provider, event_id, event_type, content_hash, received_at, now() FROM input ORDER BY ord
+    ON CONFLICT (provider, event_id) DO NOTHING
+    RETURNING id, provider, event_id
+), pay AS (
+    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query)
+    SELECT ins.id, input.headers, input.body, input.path, input.raw_query
+    FROM ins JOIN input ON input.provider = ins.provider AND input.event_id = ins.event_id
+), note AS (
+    SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
+)
+SELECT input.ord, ins.id, ev.id, ev.content_hash
+FROM input
+LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
+LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
+WHERE (SELECT count(*) FROM note) >= 0
+ORDER BY input.ord`
 
 const sqlExistingByKey = `
 SELECT ev.id, ev.provider, ev.event_id, ev.content_hash

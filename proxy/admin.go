@@ -7,6 +7,7 @@ import (
 	_ "embed"
 	"errors"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -77,6 +78,13 @@ func NewAdmin(cfg AdminConfig) http.Handler {
 	if api == nil {
 		api = http.NotFoundHandler()
 	}
+	// Go's profiler, for performance work on a live sidecar; behind the
+	// token like the API (profiles reveal code paths, not payloads).
+	prof := http.NewServeMux()
+	prof.HandleFunc("/debug/pprof/", pprof.Index)
+	prof.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", requireBearer(cfg.Token, prof))
 	mux.Handle("/", requireBearer(cfg.Token, api))
 	return mux
 }

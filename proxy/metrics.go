@@ -9,8 +9,11 @@ import (
 // Metrics holds the ingress metrics of SPEC 7. A nil *Metrics records
 // nothing.
 type Metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	batchSize   prometheus.Histogram
+	commitTime  prometheus.Histogram
+	commitFails prometheus.Counter
 }
 
 // NewMetrics registers the ingress metrics on reg.
@@ -26,8 +29,35 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
 		}, []string{"provider"}),
 	}
-	reg.MustRegister(m.requests, m.duration)
+	m.batchSize = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "whguard_journal_commit_events",
+		Help:    "Events per ingest commit (group commit: requests arriving during a commit share the next).",
+		Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 100},
+	})
+	m.commitTime = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "whguard_journal_commit_duration_seconds",
+		Help:    "Duration of one ingest commit.",
+		Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	})
+	m.commitFails = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "whguard_journal_commit_failures_total",
+		Help: "Ingest commits that failed (their requests were answered 503).",
+	})
+	reg.MustRegister(m.requests, m.duration, m.batchSize, m.commitTime, m.commitFails)
 	return m
+}
+
+// ObserveCommit records one ingest commit; pass it to the group committer.
+func (m *Metrics) ObserveCommit(events int, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	if err != nil {
+		m.commitFails.Inc()
+		return
+	}
+	m.batchSize.Observe(float64(events))
+	m.commitTime.Observe(took.Seconds())
 }
 
 func (m *Metrics) observeIngress(provider, result string, d time.Duration) {

