@@ -104,3 +104,31 @@ func TestMigrateChild(t *testing.T) {
 	}
 	fmt.Println("MIGRATED")
 }
+
+// Payloads and attempts have no foreign key on PostgreSQL (migration
+// 0004): retention must delete them itself, leaving no orphans.
+func TestRetentionLeavesNoOrphans(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	if _, err := s.Append(ctx, []journal.Event{{Provider: "p", EventID: "a", ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Lease(ctx, 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatal(ds, err)
+	}
+	if _, err := s.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDone,
+		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	future := time.Now().Add(time.Hour)
+	if c, err := s.Cleanup(ctx, future, future); err != nil || c.Events != 1 {
+		t.Fatalf("cleanup %+v %v", c, err)
+	}
+	for _, table := range []string{"whguard_events", "whguard_payloads", "whguard_attempts"} {
+		var n int
+		if err := s.Pool().QueryRow(ctx, "SELECT count(*) FROM "+table).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("%s: %d rows left (%v)", table, n, err)
+		}
+	}
+}

@@ -48,6 +48,9 @@ func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.
 				if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, cleanupLockKey).Scan(&leader); err != nil || !leader {
 					return err // another replica is cleaning
 				}
+				if step.count == &c.Events {
+					return tx.QueryRow(ctx, step.sql, step.before, cleanupBatch).Scan(&n)
+				}
 				tag, err := tx.Exec(ctx, step.sql, step.before, cleanupBatch)
 				n = int(tag.RowsAffected())
 				return err
@@ -64,9 +67,20 @@ func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.
 	return c, nil
 }
 
+// sqlCleanupEvents deletes old done events with their payloads and
+// attempts (which have no foreign key on PostgreSQL: migration 0004);
+// conflicts and replays go by ON DELETE CASCADE.
 const sqlCleanupEvents = `
-DELETE FROM whguard_events WHERE id IN (
-    SELECT id FROM whguard_events WHERE status = 'done' AND updated_at < $1 ORDER BY updated_at, id LIMIT $2)`
+WITH gone AS (
+    DELETE FROM whguard_events WHERE id IN (
+        SELECT id FROM whguard_events WHERE status = 'done' AND updated_at < $1 ORDER BY updated_at, id LIMIT $2)
+    RETURNING id
+), payloads AS (
+    DELETE FROM whguard_payloads WHERE event_row_id IN (SELECT id FROM gone)
+), attempts AS (
+    DELETE FROM whguard_attempts WHERE event_row_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone`
 
 const sqlCleanupPayloads = `
 DELETE FROM whguard_payloads WHERE event_row_id IN (
