@@ -66,7 +66,7 @@ type Finish struct {
 // status processing, a fresh random token, the attempt counted. SKIP LOCKED
 // lets concurrent forwarders take disjoint rows without waiting.
 func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error) {
-	rows, err := p.pool.Query(ctx, sqlLease, n, leaseFor.Seconds())
+	rows, err := p.queue.Query(ctx, sqlLease, n, leaseFor.Seconds())
 	if err != nil {
 		return nil, fmt.Errorf("lease events: %w", err)
 	}
@@ -119,7 +119,7 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
 	}
 	var done []int64
-	err := p.pool.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
+	err := p.queue.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
 		numbers, started, durations, codes, errs, excerpts).Scan(&done)
 	if err != nil {
 		return nil, fmt.Errorf("complete %d deliveries: %w", n, err)
@@ -133,7 +133,7 @@ func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID)
 	if len(ids) != len(tokens) {
 		return 0, fmt.Errorf("release: %d ids but %d tokens", len(ids), len(tokens))
 	}
-	tag, err := p.pool.Exec(ctx, sqlRelease, ids, tokens)
+	tag, err := p.queue.Exec(ctx, sqlRelease, ids, tokens)
 	if err != nil {
 		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)
 	}
@@ -144,7 +144,7 @@ func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID)
 // dead when their budget of maxAttempts is spent. The attempt stays counted:
 // the delivery may have reached the backend before the worker died.
 func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
-	tag, err := p.pool.Exec(ctx, sqlReap, maxAttempts)
+	tag, err := p.queue.Exec(ctx, sqlReap, maxAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
