@@ -107,7 +107,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	// The embedded journal has one writer; PostgreSQL gets four commits in
 	// flight (measured with bench/: 4.1k -> 5.4k acks/s and a lower p99
 	// than with two, on this 2-core machine).
-	commitsInFlight := 4
+	commitsInFlight := 2
 	if _, embedded := j.(*journal.SQLite); embedded {
 		commitsInFlight = 1
 	}
