@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: test test-short build demo fuzz vet bench
+.PHONY: test test-short build demo fuzz vet bench bench-long
 
 ## test: the whole suite against real PostgreSQL and Redis (found or started).
 test:
@@ -17,3 +17,11 @@ build:
 fuzz:
 	@for t in $$($(GO) test -list '^Fuzz' ./verify/ | grep ^Fuzz); do \
 		$(GO) test -run '^$$' -fuzz "^$$t$$" -fuzztime 20s ./verify/ || exit 1; done
+
+## bench: whguard vs a null server and a naive receiver, side by side (< 10 min).
+bench:
+	./.ci/with-services.sh $(GO) run ./bench
+
+## bench-long: bench plus 1M events (bounded memory) and a 5M-row journal vs an empty one.
+bench-long:
+	./.ci/with-services.sh $(GO) run ./bench -long

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"time"
+)
+
+// drainIdle ends the wait for deliveries when none arrived for this long.
+const drainIdle = 10 * time.Second
+
+// session is one running server under test with its fast backend (nil for
+// servers that do not forward).
+type session struct {
+	t  *target
+	be *backend
+}
+
+// open starts a fast backend (for the whguard servers) expecting up to
+// uniques unique events of signer sg, then server against dbURL.
+func (h *harness) open(ctx context.Context, server, dbURL string, sg *signer, uniques int, gated bool, extraEnv ...string) (*session, error) {
+	s := &session{}
+	backendURL := ""
+	if forwards(server) {
+		be, err := startBackend(sg.tag, uniques, gated)
+		if err != nil {
+			return nil, err
+		}
+		s.be, backendURL = be, be.url
+	}
+	t, err := h.start(ctx, server, dbURL, sg.secret, backendURL, extraEnv...)
+	if err != nil {
+		s.close()
+		return nil, err
+	}
+	s.t = t
+	return s, nil
+}
+
+// close stops the server, then the backend.
+func (s *session) close() {
+	if s.t != nil {
+		s.t.proc.stop(stopTimeout)
+	}
+	if s.be != nil {
+		s.be.close()
+	}
+}
+
+// drive runs one load against s, waits (bounded) for the deliveries it
+// acknowledged, and fills in r.
+func (h *harness) drive(ctx context.Context, s *session, src source, conns int, r *Result, run func(*load)) {
+	client := newLoadClient(conns)
+	defer client.CloseIdleConnections()
+	l := newLoad(client, s.t.url, src)
+	pid := s.t.proc.cmd.Process.Pid
+	c0 := snapshotCPU(pid)
+	run(l)
+	r.CPU = c0.use(snapshotCPU(pid))
+	summarize(r, l)
+	if s.be != nil {
+		want := 0
+		for _, a := range l.ackNs {
+			if a != 0 {
+				want++
+			}
+		}
+		s.be.waitFor(int64(want), drainIdle, h.opts.drainTimeout)
+		r.Deliveries = deliveries(l, s.be)
+	}
+	if peak, _, err := s.t.proc.memory(); err == nil {
+		r.PeakRSSMB = float64(peak) / (1 << 20)
+	}
+}
+
+// capacity is how many requests to pre-sign for a closed-loop run: enough
+// for maxRate requests per second (or 1.2× the null server's measured
+// rate, which no receiver should exceed) for the whole run. Should a
+// server outrun it, the run says so and its window is shortened.
+func (h *harness) capacity(nullRate float64) int {
+	rate := float64(h.opts.maxRate)
+	if nullRate > 0 {
+		rate = min(rate, 1.2*nullRate)
+	}
+	secs := (h.opts.warmup + h.opts.duration).Seconds()
+	return int(math.Ceil(rate*secs)) + 4*h.opts.senders
+}
+
+// throughput is the closed-loop run of server on a fresh database.
+func (h *harness) throughput(ctx context.Context, server string, n int) Result {
+	dbURL, drop, err := h.database(ctx, server)
+	if err != nil {
+		return Result{Server: server, Mode: "throughput", Failed: err.Error()}
+	}
+	defer drop()
+	return h.throughputOn(ctx, server, dbURL, n)
+}
+
+// throughputOn is the closed-loop run of server on dbURL: n pre-signed
+// requests, h.opts.senders senders, warm-up then the measured window.
+func (h *harness) throughputOn(ctx context.Context, server, dbURL string, n int) Result {
+	r := Result{Server: server, Mode: "throughput", Senders: h.opts.senders}
+	sg := newSigner("tp")
+	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), false)
+	if err != nil {
+		r.Failed = err.Error()
+		return r
+	}
+	defer s.close()
+	src := presign(sg, n, time.Now())
+	h.drive(ctx, s, src, h.opts.senders, &r, func(l *load) {
+		runClosed(ctx, l, h.opts.senders, h.opts.warmup, h.opts.duration)
+	})
+	return r
+}
+
+// fixedRate is the open-loop run of server on a fresh database: requests
+// start at h.opts.rate per second whatever the answers.
+func (h *harness) fixedRate(ctx context.Context, server string) Result {
+	r := Result{Server: server, Mode: "fixed-rate", TargetRate: h.opts.rate}
+	dbURL, drop, err := h.database(ctx, server)
+	if err != nil {
+		r.Failed = err.Error()
+		return r
+	}
+	defer drop()
+	n := int(float64(h.opts.rate)*(h.opts.warmup+h.opts.fixedDuration).Seconds()) + 1
+	sg := newSigner("fr")
+	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), false)
+	if err != nil {
+		r.Failed = err.Error()
+		return r
+	}
+	defer s.close()
+	src := presign(sg, n, time.Now())
+	h.drive(ctx, s, src, 256, &r, func(l *load) {
+		runOpen(ctx, l, h.opts.rate, h.opts.warmup, h.opts.fixedDuration)
+	})
+	return r
+}
+
+// Backlog is a delivery-capacity run: whguard journals a backlog while the
+// backend holds every delivery, then the backend opens and the forwarder
+// drains the backlog as fast as it can lease and deliver.
+type Backlog struct {
+	Server        string  `json:"server"`
+	Events        int     `json:"events"`         // unique events acknowledged
+	IngestPerSec  float64 `json:"ingest_per_sec"` // 2xx acks per second while filling
+	Errors        int     `json:"errors"`
+	Received      int     `json:"received"`
+	DrainSeconds  float64 `json:"drain_seconds"` // gate opened → last receipt
+	PerSec        float64 `json:"per_sec"`       // received / DrainSeconds
+	CPU           CPUUse  `json:"cpu_cores"`     // during the drain
+	PeakRSSMB     float64 `json:"peak_rss_mb"`
+	Failed        string  `json:"failed,omitempty"`
+	FillSeconds   float64 `json:"fill_seconds"`
+	BeforeRelease int     `json:"before_release"` // deliveries held at the gate when it opened
+}
+
+// backlog runs the delivery-capacity run of server on a fresh database.
+func (h *harness) backlog(ctx context.Context, server string) Backlog {
+	dbURL, drop, err := h.database(ctx, server)
+	if err != nil {
+		return Backlog{Server: server, Failed: err.Error()}
+	}
+	defer drop()
+	return h.backlogOn(ctx, server, dbURL)
+}
+
+// backlogOn is backlog on dbURL. The forward timeout is raised so the
+// deliveries held at the gate while the backlog fills do not time out.
+func (h *harness) backlogOn(ctx context.Context, server, dbURL string) Backlog {
+	b := Backlog{Server: server}
+	n := h.opts.backlog * dupEvery / (dupEvery - 1)
+	sg := newSigner("bl")
+	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), true, "WHGUARD_FORWARD_TIMEOUT=10m")
+	if err != nil {
+		b.Failed = err.Error()
+		return b
+	}
+	defer s.close()
+	src := presign(sg, n, time.Now())
+	var r Result
+	client := newLoadClient(h.opts.senders)
+	defer client.CloseIdleConnections()
+	l := newLoad(client, s.t.url, src)
+	runClosed(ctx, l, h.opts.senders, 0, time.Hour) // until the requests run out
+	summarize(&r, l)
+	b.Errors, b.FillSeconds = r.Errors, l.stopped.Sub(l.t0).Seconds()
+	for _, a := range l.ackNs {
+		if a != 0 {
+			b.Events++
+		}
+	}
+	b.IngestPerSec = float64(r.Statuses["202"]+r.Statuses["200"]) / b.FillSeconds
+	// Let the forwarder lease what it can hold before the gate opens.
+	time.Sleep(500 * time.Millisecond)
+	pid := s.t.proc.cmd.Process.Pid
+	c0 := snapshotCPU(pid)
+	b.BeforeRelease = int(s.be.arrived.Load())
+	opened := time.Now()
+	s.be.release()
+	b.Received = int(s.be.waitFor(int64(b.Events), drainIdle, h.opts.drainTimeout))
+	b.CPU = c0.use(snapshotCPU(pid))
+	var last int64
+	for _, t := range s.be.receipts() {
+		last = max(last, t)
+	}
+	if d := time.Duration(last - opened.UnixNano()); d > 0 {
+		b.DrainSeconds = d.Seconds()
+		b.PerSec = float64(b.Received) / b.DrainSeconds
+	}
+	if peak, _, err := s.t.proc.memory(); err == nil {
+		b.PeakRSSMB = float64(peak) / (1 << 20)
+	}
+	if b.Received < b.Events {
+		fmt.Fprintf(os.Stderr, "bench: %s backlog: %d of %d events delivered within the drain timeout\n", server, b.Received, b.Events)
+	}
+	return b
+}

@@ -1,0 +1,122 @@
+package main
+
+import (
+	"fmt"
+)
+
+// Target is one goal of the benchmark issue, checked against a run and
+// reported, never asserted.
+type Target struct {
+	Name   string `json:"name"`
+	Value  string `json:"value"`
+	Goal   string `json:"goal"`
+	Status string `json:"status"` // MET, NOT MET, or n/a (not measured in this run)
+}
+
+const (
+	statusMet    = "MET"
+	statusNotMet = "NOT MET"
+	statusNA     = "n/a"
+)
+
+func verdict(measured, ok bool) string {
+	switch {
+	case !measured:
+		return statusNA
+	case ok:
+		return statusMet
+	}
+	return statusNotMet
+}
+
+// find returns the successful result of server in rs, if any.
+func find(rs []Result, server string) (Result, bool) {
+	for _, r := range rs {
+		if r.Server == server && r.Failed == "" {
+			return r, true
+		}
+	}
+	return Result{}, false
+}
+
+// targets evaluates the issue's targets against rep.
+func targets(rep *Report) []Target {
+	var ts []Target
+	pg, havePG := find(rep.Throughput, serverWhguardPG)
+	naive, haveNaive := find(rep.Throughput, serverNaive)
+	null, haveNull := find(rep.Throughput, serverNull)
+	lite, haveLite := find(rep.Throughput, serverWhguardSQLite)
+	ratio := func(name string, a, b Result, haveA, haveB bool, goal float64) Target {
+		t := Target{Name: name, Goal: fmt.Sprintf("≥ %.1f×", goal)}
+		ok := haveA && haveB && b.AcksPerSec > 0
+		if ok {
+			x := a.AcksPerSec / b.AcksPerSec
+			t.Value = fmt.Sprintf("%.2f× (%.0f vs %.0f acks/s)", x, a.AcksPerSec, b.AcksPerSec)
+			t.Status = verdict(true, x >= goal)
+		} else {
+			t.Status = statusNA
+		}
+		return t
+	}
+	ts = append(ts,
+		ratio("whguard-pg / naive-pg acks/s", pg, naive, havePG, haveNaive, 3),
+		ratio("whguard-pg / null acks/s", pg, null, havePG, haveNull, 0.6))
+
+	t := Target{Name: "whguard-pg errors", Goal: "0", Status: statusNA}
+	if havePG {
+		t.Value = fmt.Sprintf("%d", pg.Errors)
+		t.Status = verdict(true, pg.Errors == 0)
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: "whguard-pg ack p99 vs naive-pg", Goal: "below naive-pg", Status: statusNA}
+	if havePG && haveNaive {
+		t.Value = fmt.Sprintf("%.2f ms vs %.2f ms", pg.Ack.P99, naive.Ack.P99)
+		t.Status = verdict(true, pg.Ack.P99 < naive.Ack.P99)
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: "whguard-pg deliveries/s to a fast backend", Goal: "≥ 10000/s sustained", Status: statusNA}
+	var backlogRate float64
+	for _, b := range rep.Backlog {
+		if b.Server == serverWhguardPG && b.Failed == "" {
+			backlogRate = b.PerSec
+		}
+	}
+	switch {
+	case backlogRate > 0:
+		t.Value = fmt.Sprintf("%.0f/s draining a backlog", backlogRate)
+		if havePG && pg.Deliveries != nil {
+			t.Value += fmt.Sprintf(" (%.0f/s under the throughput load)", pg.Deliveries.PerSec)
+		}
+		t.Status = verdict(true, backlogRate >= 10000)
+	case havePG && pg.Deliveries != nil:
+		t.Value = fmt.Sprintf("%.0f/s under the throughput load", pg.Deliveries.PerSec)
+		t.Status = verdict(true, pg.Deliveries.PerSec >= 10000)
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: fmt.Sprintf("whguard-pg ack→backend p50 at %d req/s", rep.Settings.Rate), Goal: "< 10 ms", Status: statusNA}
+	if fr, ok := find(rep.FixedRate, serverWhguardPG); ok && fr.Deliveries != nil && fr.Deliveries.E2E.N > 0 {
+		t.Value = fmt.Sprintf("%.2f ms (p99 %.2f ms)", fr.Deliveries.E2E.P50, fr.Deliveries.E2E.P99)
+		t.Status = verdict(true, fr.Deliveries.E2E.P50 < 10)
+	}
+	ts = append(ts, t)
+
+	t = Target{Name: fmt.Sprintf("whguard-pg peak RSS at %d senders", rep.Settings.Senders), Goal: "< 150 MB", Status: statusNA}
+	if havePG {
+		t.Value = fmt.Sprintf("%.0f MB", pg.PeakRSSMB)
+		t.Status = verdict(true, pg.PeakRSSMB < 150)
+	}
+	ts = append(ts, t)
+
+	ts = append(ts, ratio("whguard-sqlite / naive-pg acks/s", lite, naive, haveLite, haveNaive, 1))
+
+	if l := rep.Long; l != nil {
+		ts = append(ts, l.targets()...)
+	}
+	t = Target{Name: "bench wall time", Goal: "< 10 min (make bench, without -long)",
+		Value: fmt.Sprintf("%.0f s", rep.Seconds), Status: verdict(rep.Long == nil, rep.Seconds < 600)}
+	ts = append(ts, t)
+	return ts
+}
