@@ -52,12 +52,7 @@ run_as_pg() {
     else useradd --system --no-create-home whguardpg 2>/dev/null || true; pg_user=whguardpg; fi
     chown -R "$pg_user" "$tmp"
   fi
-  runuser -u "$pg_user" -- # The web inspector's browser test drives Debian's headless Chromium.
-if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${WHGUARD_TEST_CHROMIUM:-}" ]; then
-  apt_install chromium || log "no Chromium: the inspector's browser test will fail"
-fi
-
-"$@"
+  runuser -u "$pg_user" -- "$@"
 }
 
 free_port() { python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])' 2>/dev/null || echo $((20000 + RANDOM % 20000)); }
