@@ -81,22 +81,8 @@ func parseDiscordPublicKey(s string) (ed25519.PublicKey, error) {
 // 5 minutes apply) and the signature, and only then reads the interaction:
 // the id is the body's "id", the type "interaction.<type>".
 func (s *discordScheme) Verify(in Input, now time.Time) (Verified, error) {
-	sigHex := in.Header.Get(discordSignatureHeader)
-	if sigHex == "" {
-		return Verified{}, missingHeader(discordSignatureHeader)
-	}
-	ts := in.Header.Get(discordTimestampHeader)
-	if ts == "" {
-		return Verified{}, missingHeader(discordTimestampHeader)
-	}
-	if err := checkHeaderLen(discordSignatureHeader, sigHex); err != nil {
-		return Verified{}, err
-	}
-	unix, ok := parseUnixSeconds(ts)
-	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, discordTimestampHeader)
-	}
-	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
+	sigHex, ts, err := timestampedHeaders(in, discordSignatureHeader, discordTimestampHeader, now, s.tolerance)
+	if err != nil {
 		return Verified{}, err
 	}
 	var sig [ed25519.SignatureSize]byte

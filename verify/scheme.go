@@ -119,6 +119,33 @@ func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
 	return nil
 }
 
+// timestampedHeaders reads the signature and timestamp headers of a scheme
+// that signs a unix-seconds timestamp: both required, the signature header
+// bounded in length, the timestamp well-formed and within tolerance of now
+// in either direction. It returns both values as received (schemes sign the
+// timestamp text, not a re-formatted number).
+func timestampedHeaders(in Input, sigName, tsName string, now time.Time, tolerance time.Duration) (sig, ts string, err error) {
+	sig = in.Header.Get(sigName)
+	if sig == "" {
+		return "", "", missingHeader(sigName)
+	}
+	ts = in.Header.Get(tsName)
+	if ts == "" {
+		return "", "", missingHeader(tsName)
+	}
+	if err := checkHeaderLen(sigName, sig); err != nil {
+		return "", "", err
+	}
+	unix, ok := parseUnixSeconds(ts)
+	if !ok {
+		return "", "", fmt.Errorf("%w: malformed %s header", ErrUnauthorized, tsName)
+	}
+	if err := checkTimestamp(unix, now, tolerance); err != nil {
+		return "", "", err
+	}
+	return sig, ts, nil
+}
+
 // noneScheme accepts every request: for senders on a trusted network only.
 type noneScheme struct{}
 

@@ -73,22 +73,8 @@ func parseSendGridPublicKey(s string) (*ecdsa.PublicKey, error) {
 // bound; SPEC 4's 5 minutes apply) and the signature. It returns no id and
 // no type (see sendGridScheme).
 func (s *sendGridScheme) Verify(in Input, now time.Time) (Verified, error) {
-	sig := in.Header.Get(sendGridSignatureHeader)
-	if sig == "" {
-		return Verified{}, missingHeader(sendGridSignatureHeader)
-	}
-	ts := in.Header.Get(sendGridTimestampHeader)
-	if ts == "" {
-		return Verified{}, missingHeader(sendGridTimestampHeader)
-	}
-	if err := checkHeaderLen(sendGridSignatureHeader, sig); err != nil {
-		return Verified{}, err
-	}
-	unix, ok := parseUnixSeconds(ts)
-	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, sendGridTimestampHeader)
-	}
-	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
+	sig, ts, err := timestampedHeaders(in, sendGridSignatureHeader, sendGridTimestampHeader, now, s.tolerance)
+	if err != nil {
 		return Verified{}, err
 	}
 	der, ok := decodeSendGridSignature(sig)

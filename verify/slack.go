@@ -49,22 +49,8 @@ func newSlackScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error)
 //   - anything else (slash commands and interactivity are form posts) has
 //     no id: Check keys it by the digest of its sorted form parameters.
 func (s *slackScheme) Verify(in Input, now time.Time) (Verified, error) {
-	header := in.Header.Get(slackSignatureHeader)
-	if header == "" {
-		return Verified{}, missingHeader(slackSignatureHeader)
-	}
-	ts := in.Header.Get(slackTimestampHeader)
-	if ts == "" {
-		return Verified{}, missingHeader(slackTimestampHeader)
-	}
-	if err := checkHeaderLen(slackSignatureHeader, header); err != nil {
-		return Verified{}, err
-	}
-	unix, ok := parseUnixSeconds(ts)
-	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, slackTimestampHeader)
-	}
-	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
+	header, ts, err := timestampedHeaders(in, slackSignatureHeader, slackTimestampHeader, now, s.tolerance)
+	if err != nil {
 		return Verified{}, err
 	}
 	sig, err := slackParseV0Signature(header)

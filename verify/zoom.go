@@ -44,22 +44,8 @@ func newZoomScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 // documents no event id (event_ts is the event's time, not unique), so
 // Check keys it by the body digest.
 func (s *zoomScheme) Verify(in Input, now time.Time) (Verified, error) {
-	header := in.Header.Get(zoomSignatureHeader)
-	if header == "" {
-		return Verified{}, missingHeader(zoomSignatureHeader)
-	}
-	ts := in.Header.Get(zoomTimestampHeader)
-	if ts == "" {
-		return Verified{}, missingHeader(zoomTimestampHeader)
-	}
-	if err := checkHeaderLen(zoomSignatureHeader, header); err != nil {
-		return Verified{}, err
-	}
-	unix, ok := parseUnixSeconds(ts)
-	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, zoomTimestampHeader)
-	}
-	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
+	header, ts, err := timestampedHeaders(in, zoomSignatureHeader, zoomTimestampHeader, now, s.tolerance)
+	if err != nil {
 		return Verified{}, err
 	}
 	sig, err := slackParseV0Signature(header)
