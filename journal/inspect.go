@@ -323,10 +323,13 @@ const sqlReplay = `
 WITH moved AS (
     UPDATE whguard_events ev
     SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now()
+    -- The payload row is locked too: a retention cleanup deleting it
+    -- concurrently either waits for this replay or, if it went first,
+    -- makes this join find nothing (the event is then not replayable).
     FROM (SELECT e.id, e.status FROM whguard_events e
+          JOIN whguard_payloads p ON p.event_row_id = e.id
           WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
-            AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-          FOR UPDATE OF e) old
+          FOR UPDATE OF e, p) old
     WHERE ev.id = old.id
     RETURNING ev.id, old.status
 ), audit AS (

@@ -132,3 +132,55 @@ func TestRetentionLeavesNoOrphans(t *testing.T) {
 		}
 	}
 }
+
+// A replay holding an old done event while retention runs: the cleanup
+// must skip it, and once the replay commits the event is there, with its
+// payload, due for delivery. (Found in review: the delete re-checked only
+// the id after waiting, and deleted the replayed event.)
+func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	if _, err := s.Append(ctx, []journal.Event{{Provider: "p", EventID: "old", ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Lease(ctx, 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatal(ds, err)
+	}
+	if _, err := s.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDone,
+		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, `UPDATE whguard_events SET updated_at = now() - interval '40 days'`); err != nil {
+		t.Fatal(err)
+	}
+	// A replay in progress: it holds the event row (and its payload) and has
+	// moved it to retry, not yet committed.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM whguard_events e JOIN whguard_payloads p ON p.event_row_id = e.id WHERE e.id = $1 FOR UPDATE OF e, p`, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE whguard_events SET status = 'retry', updated_at = now() WHERE id = $1`, ds[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := s.Cleanup(cctx, time.Now().Add(-35*24*time.Hour), time.Now().Add(-7*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Events != 0 || c.Payloads != 0 {
+		t.Fatalf("cleanup touched an event being replayed: %+v", c)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	d, err := s.Get(ctx, ds[0].ID)
+	if err != nil || d.Status != journal.StatusRetry || d.Body != "{}" {
+		t.Fatalf("after the replay committed: %+v %v", d, err)
+	}
+}

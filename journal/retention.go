@@ -72,9 +72,16 @@ func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.
 // conflicts and replays go by ON DELETE CASCADE.
 const sqlCleanupEvents = `
 WITH gone AS (
-    DELETE FROM whguard_events WHERE id IN (
-        SELECT id FROM whguard_events WHERE status = 'done' AND updated_at < $1 ORDER BY updated_at, id LIMIT $2)
-    RETURNING id
+    DELETE FROM whguard_events ev
+    WHERE ev.id IN (
+        SELECT id FROM whguard_events
+        WHERE status = 'done' AND updated_at < $1
+        ORDER BY updated_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      -- Re-checked on the row as locked: a replay that got there first
+      -- (status retry now) must not lose its event.
+      AND ev.status = 'done' AND ev.updated_at < $1
+    RETURNING ev.id
 ), payloads AS (
     DELETE FROM whguard_payloads WHERE event_row_id IN (SELECT id FROM gone)
 ), attempts AS (
@@ -82,10 +89,18 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone`
 
+// sqlCleanupPayloads drops old done payloads. The event row is locked
+// (skipping rows a replay holds) and its state re-checked, so a replay and
+// this cleanup never both succeed on one event: a replay that waited for
+// this lock then finds no payload and refuses (Replay locks the payload).
 const sqlCleanupPayloads = `
-DELETE FROM whguard_payloads WHERE event_row_id IN (
-    SELECT ev.id FROM whguard_events ev JOIN whguard_payloads p ON p.event_row_id = ev.id
-    WHERE ev.status = 'done' AND ev.updated_at < $1 ORDER BY ev.updated_at, ev.id LIMIT $2)`
+DELETE FROM whguard_payloads p
+USING whguard_events ev
+WHERE p.event_row_id = ev.id AND ev.status = 'done' AND ev.updated_at < $1
+  AND ev.id IN (
+    SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id
+    WHERE e.status = 'done' AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
+    FOR UPDATE OF e SKIP LOCKED)`
 
 // Cleanup applies retention, as Postgres.Cleanup does.
 func (s *SQLite) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
