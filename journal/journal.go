@@ -91,6 +91,10 @@ const (
 	// Conflict: the key existed with another content hash; the first payload
 	// is kept and the conflicting one recorded.
 	Conflict
+	// Refused: the store refused this event's data (nothing was written);
+	// the other events of the batch are unaffected. Answer it like a
+	// failed commit.
+	Refused
 )
 
 // String names the outcome for logs and metrics.
@@ -102,6 +106,8 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Conflict:
 		return "conflict"
+	case Refused:
+		return "refused"
 	}
 	return "unknown"
 }

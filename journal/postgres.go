@@ -199,6 +199,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
+	defer rows.Close()
 	refs := make([]existingRow, n)
 	isNew := make([]bool, n)
 	var (
@@ -217,6 +218,17 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		return nil
 	})
 	if err != nil {
+		if isDataError(err) {
+			// The database refused a value (a data exception is about the
+			// request, not the database): retrying cannot help. Alone, the
+			// event is Refused; in a batch, each event is appended alone so
+			// only the culprit is refused and the rest go on.
+			if len(events) == 1 {
+				p.log.Warn("journal refused an event's data", zap.String("provider", events[0].Provider), zap.Error(err))
+				return []Result{{Outcome: Refused}}, nil
+			}
+			return p.appendOneByOne(ctx, events)
+		}
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
 
@@ -281,6 +293,21 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		}
 	}
 	return results, nil
+}
+
+// appendOneByOne appends each event in its own statement (an event whose
+// data the database refuses comes back Refused). Used after a data error
+// poisoned a batch.
+func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result, error) {
+	out := make([]Result, len(events))
+	for i := range events {
+		r, err := p.Append(ctx, events[i:i+1])
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r[0]
+	}
+	return out, nil
 }
 
 type existingRow struct {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -168,6 +169,14 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if !utf8.ValidString(r.URL.RawQuery) {
+		// Stored as text and forwarded as received: an invalid query is
+		// refused here rather than failing the commit it would share with
+		// other requests.
+		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody("query string is not valid UTF-8"), start)
+		return
+	}
+
 	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery}, in.now())
 	if err != nil {
 		// verify's messages are written to be shown: they never carry a
@@ -217,6 +226,10 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 	case journal.Duplicate:
 		in.reply(w, name, ResultDuplicate, http.StatusOK, ack, start)
+	case journal.Refused:
+		// The journal refused this event's values (nothing was written):
+		// resending the same request cannot succeed.
+		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody("the journal refused this event's data"), start)
 	default:
 		in.log.Warn("event id reused with different content",
 			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("id", results[0].ID))

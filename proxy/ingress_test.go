@@ -574,3 +574,16 @@ whguard_ingress_requests_total{provider="std",result="accepted"} 1
 		}
 	}
 }
+
+// A query string that is not UTF-8 is refused before it reaches the
+// journal (it would fail the commit it shares with other requests).
+func TestInvalidUTF8QueryRefused(t *testing.T) {
+	f := newFixtureOn(t, failingJournal{})
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/open", strings.NewReader("{}"))
+	req.URL.RawQuery = "a=\xff"
+	rec := httptest.NewRecorder()
+	f.ingress.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "UTF-8") {
+		t.Fatalf("status %d body %s", rec.Code, rec.Body.String())
+	}
+}
