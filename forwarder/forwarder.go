@@ -450,10 +450,6 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	}
 	if dec.Outcome == OutcomeRetry {
 		fin.RetryIn = dec.Delay
-		if dec.Delay < f.cfg.PollInterval {
-			// Due before the next poll: look for it when it is due.
-			time.AfterFunc(dec.Delay, f.Wake)
-		}
 	}
 	if dec.Outcome != OutcomeDone {
 		fin.LastError = dec.Reason
@@ -471,6 +467,11 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
 	}
 	f.finish(log, d, recordBy, fin)
+	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
+		// Due before the next poll: look for it when it is due, counted
+		// from now that the due time (now + delay, database clock) is set.
+		time.AfterFunc(dec.Delay, f.Wake)
+	}
 }
 
 // finish records the outcome, retrying a failing database until recordBy
@@ -489,7 +490,8 @@ func (f *Forwarder) finish(log *zap.Logger, d journal.Delivery, recordBy time.Ti
 			return
 		case err == nil:
 			return
-		case f.cfg.Now().Add(pause).After(recordBy):
+		case f.cfg.Now().Add(pause).After(recordBy), f.deliverCtx.Err() != nil:
+			// Out of lease time, or past the shutdown deadline: stop trying.
 			// The lease will expire and the reaper returns the row: a
 			// repeat delivery, never a loss.
 			log.Error("record outcome failed; the event will be delivered again", zap.Error(err))

@@ -183,9 +183,11 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 			received[i] = now
 		}
 	}
-	notify := ""
-	if t := time.Now().UnixNano(); t-p.lastNotify.Load() >= int64(notifyEvery) {
-		p.lastNotify.Store(t)
+	// At most one NOTIFY per notifyEvery, counting only batches that
+	// inserted something (a batch of duplicates must not use up the window
+	// of the real batch after it).
+	notify, notifyAt := "", time.Now().UnixNano()
+	if notifyAt-p.lastNotify.Load() >= int64(notifyEvery) {
 		notify = p.instance
 	}
 
@@ -207,10 +209,12 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		newID, oldID *int64
 		oldHash      *string
 	)
+	inserted := false
 	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash}, func() error {
 		i := ord - 1
 		switch {
 		case newID != nil:
+			inserted = true
 			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
 		case oldID != nil:
 			refs[i] = existingRow{id: *oldID, hash: *oldHash}
@@ -230,6 +234,10 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 			return p.appendOneByOne(ctx, events)
 		}
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+
+	if inserted && notify != "" {
+		p.lastNotify.Store(notifyAt)
 	}
 
 	// Rare: a key neither inserted nor visible to that statement's snapshot

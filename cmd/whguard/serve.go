@@ -137,6 +137,9 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		proxy.NewServer(cfg.Listen, ingress, log.Named("ingress")),
 		proxy.NewServer(cfg.AdminListen, admin, log.Named("admin")),
 	}
+	// /debug/pprof/profile streams for 30 s by default: give the admin
+	// listener room for it.
+	servers[1].WriteTimeout = 2 * time.Minute
 	errs := make(chan error, len(servers))
 	var bound []string
 	for _, srv := range servers {
