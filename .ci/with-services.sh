@@ -103,4 +103,11 @@ if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null 
   apt_install chromium || log "no Chromium: the inspector's browser test will fail"
 fi
 
-"$@"
+# Run the command as a child we wait for, so an interruption (Ctrl-C, a
+# CI or make time-out) reaches it at once and the servers are still
+# stopped and removed.
+"$@" &
+child=$!
+trap 'kill -TERM "$child" 2>/dev/null; wait "$child"; exit 143' TERM
+trap 'kill -INT "$child" 2>/dev/null; wait "$child"; exit 130' INT
+wait "$child"
