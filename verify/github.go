@@ -49,15 +49,21 @@ func (s *githubScheme) Verify(in Input, _ time.Time) (Verified, error) {
 // parseGitHubSignature reads "sha256=" followed by 64 hex digits.
 func parseGitHubSignature(header string) (signature, error) {
 	var sig signature
-	value, ok := strings.CutPrefix(header, githubSignaturePrefix)
+	return sig, decodePrefixedHex(header, githubSignaturePrefix, sig[:])
+}
+
+// decodePrefixedHex reads prefix followed by exactly the hex digits of
+// len(dst) bytes into dst (the X-Hub-Signature family: GitHub, Intercom).
+func decodePrefixedHex(header, prefix string, dst []byte) error {
+	value, ok := strings.CutPrefix(header, prefix)
 	if !ok {
-		return sig, errors.New("expected the " + githubSignaturePrefix + " prefix")
+		return errors.New("expected the " + prefix + " prefix")
 	}
-	if len(value) != hex.EncodedLen(len(sig)) {
-		return sig, errors.New("expected 64 hex digits")
+	if len(value) != hex.EncodedLen(len(dst)) {
+		return fmt.Errorf("expected %d hex digits", hex.EncodedLen(len(dst)))
 	}
-	if _, err := hex.Decode(sig[:], []byte(value)); err != nil {
-		return sig, errors.New("expected 64 hex digits")
+	if _, err := hex.Decode(dst, []byte(value)); err != nil {
+		return fmt.Errorf("expected %d hex digits", hex.EncodedLen(len(dst)))
 	}
-	return sig, nil
+	return nil
 }

@@ -3,10 +3,7 @@ package verify
 import (
 	"crypto/hmac"
 	"crypto/sha1"
-	"encoding/hex"
-	"errors"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -88,15 +85,5 @@ func (s *intercomScheme) Verify(in Input, _ time.Time) (Verified, error) {
 // parseIntercomSignature reads "sha1=" followed by 40 hex digits.
 func parseIntercomSignature(header string) (intercomSignature, error) {
 	var sig intercomSignature
-	value, ok := strings.CutPrefix(header, intercomSignaturePrefix)
-	if !ok {
-		return sig, errors.New("expected the " + intercomSignaturePrefix + " prefix")
-	}
-	if len(value) != hex.EncodedLen(len(sig)) {
-		return sig, errors.New("expected 40 hex digits")
-	}
-	if _, err := hex.Decode(sig[:], []byte(value)); err != nil {
-		return sig, errors.New("expected 40 hex digits")
-	}
-	return sig, nil
+	return sig, decodePrefixedHex(header, intercomSignaturePrefix, sig[:])
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/whguard/whguard/journal"
 )
 
 // cliConfig is what `whguard events` needs: where the admin API is and its
@@ -132,18 +134,6 @@ func (c *apiClient) call(method, path string, body any, out any) error {
 	return json.Unmarshal(b, out)
 }
 
-type eventSummary struct {
-	ID            int64     `json:"id"`
-	Provider      string    `json:"provider"`
-	EventID       string    `json:"event_id"`
-	EventType     string    `json:"event_type"`
-	Status        string    `json:"status"`
-	Attempts      int       `json:"attempts"`
-	ReceivedAt    time.Time `json:"received_at"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	LastError     string    `json:"last_error"`
-}
-
 func (c *apiClient) list(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -166,8 +156,8 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 		q.Set("before", strconv.FormatInt(*before, 10))
 	}
 	var resp struct {
-		Events []eventSummary `json:"events"`
-		Next   *int64         `json:"next"`
+		Events []journal.Summary `json:"events"`
+		Next   *int64            `json:"next"`
 	}
 	if err := c.call(http.MethodGet, "/api/events?"+q.Encode(), nil, &resp); err != nil {
 		return err
