@@ -30,6 +30,10 @@ type PostgresConfig struct {
 	MaxConns int32
 	// Logger receives the store's logs; nil means no logs.
 	Logger *zap.Logger
+	// AlwaysVacuum makes Cleanup vacuum the hot tables even when the
+	// server's autovacuum is on (by default whguard only does it itself
+	// when autovacuum is off).
+	AlwaysVacuum bool
 }
 
 // Postgres is the PostgreSQL journal. It is safe for concurrent use.
@@ -50,6 +54,9 @@ type Postgres struct {
 	// lastNotify (unix ns) debounces NOTIFY: every NOTIFY takes a global
 	// lock at commit, so under load one per notifyEvery is plenty.
 	lastNotify atomic.Int64
+	// alwaysVacuum and warnedVacuum: see vacuumIfNeeded.
+	alwaysVacuum bool
+	warnedVacuum atomic.Bool
 }
 
 // notifyEvery is the shortest interval between two NOTIFYs of a process.
@@ -91,7 +98,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Postgres{pool: pool, queue: queue, log: log, instance: hex.EncodeToString(b[:])}, nil
+	return &Postgres{pool: pool, queue: queue, log: log, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}, nil
 }
 
 // Close releases every connection.

@@ -205,3 +205,58 @@ func TestDataErrorRefusesOnlyItsEvent(t *testing.T) {
 		t.Fatalf("alone: %+v %v", r, err)
 	}
 }
+
+// whguard's own vacuum (used when the server's autovacuum is off) clears the
+// dead row versions every lease and outcome leave behind.
+func TestCleanupVacuumsHotTables(t *testing.T) {
+	ctx := context.Background()
+	u, drop, err := testdb.Create(ctx, "vac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u, AlwaysVacuum: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var batch []journal.Event
+	for i := range 200 {
+		batch = append(batch, journal.Event{Provider: "p", EventID: fmt.Sprint(i), ContentHash: "h", Body: []byte("{}"), Path: "/"})
+	}
+	if _, err := s.Append(ctx, batch); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Lease(ctx, 200, time.Minute)
+	if err != nil || len(ds) != 200 {
+		t.Fatal(len(ds), err)
+	}
+	var fs []journal.Finish
+	for _, d := range ds {
+		fs = append(fs, journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.StatusDone, Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}})
+	}
+	if _, err := s.Complete(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	past := time.Now().Add(-time.Hour)
+	if _, err := s.Cleanup(ctx, past, past); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var vacuums int64
+		if err := s.Pool().QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'whguard_events'`).Scan(&vacuums); err != nil {
+			t.Fatal(err)
+		}
+		if vacuums >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Cleanup did not vacuum whguard_events")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
