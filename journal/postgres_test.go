@@ -110,17 +110,7 @@ func TestMigrateChild(t *testing.T) {
 func TestRetentionLeavesNoOrphans(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
-	if _, err := s.Append(ctx, []journal.Event{{Provider: "p", EventID: "a", ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := s.Lease(ctx, 1, time.Minute)
-	if err != nil || len(ds) != 1 {
-		t.Fatal(ds, err)
-	}
-	if _, err := s.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDone,
-		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}}); err != nil {
-		t.Fatal(err)
-	}
+	deliveredEvent(t, s, "a")
 	future := time.Now().Add(time.Hour)
 	if c, err := s.Cleanup(ctx, future, future); err != nil || c.Events != 1 {
 		t.Fatalf("cleanup %+v %v", c, err)
@@ -140,17 +130,7 @@ func TestRetentionLeavesNoOrphans(t *testing.T) {
 func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
-	if _, err := s.Append(ctx, []journal.Event{{Provider: "p", EventID: "old", ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
-		t.Fatal(err)
-	}
-	ds, err := s.Lease(ctx, 1, time.Minute)
-	if err != nil || len(ds) != 1 {
-		t.Fatal(ds, err)
-	}
-	if _, err := s.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDone,
-		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}}); err != nil {
-		t.Fatal(err)
-	}
+	ds := []journal.Delivery{deliveredEvent(t, s, "old")}
 	if _, err := s.Pool().Exec(ctx, `UPDATE whguard_events SET updated_at = now() - interval '40 days'`); err != nil {
 		t.Fatal(err)
 	}
@@ -259,4 +239,23 @@ func TestCleanupVacuumsHotTables(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// deliveredEvent journals one event and records it delivered (done, one
+// attempt), as the forwarder would.
+func deliveredEvent(t *testing.T, s *journal.Postgres, eventID string) journal.Delivery {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := s.Append(ctx, []journal.Event{{Provider: "p", EventID: eventID, ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := s.Lease(ctx, 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatal(ds, err)
+	}
+	if _, err := s.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDone,
+		Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}}}); err != nil {
+		t.Fatal(err)
+	}
+	return ds[0]
 }
