@@ -151,22 +151,24 @@ func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error
 	return int(tag.RowsAffected()), nil
 }
 
+// sqlLease claims the oldest due rows. The claimed ids are fed to the
+// UPDATE as an array ("id = ANY"), so whatever the planner believes about
+// the table's size the update goes by primary key: as a join on a CTE, a
+// plan built for a few hundred rows hash-joined the whole table.
 const sqlLease = `
-WITH ready AS (
-    SELECT id FROM whguard_events
-    WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
-    ORDER BY next_attempt_at, id
-    LIMIT $1
-    FOR UPDATE SKIP LOCKED
-), leased AS (
+WITH leased AS (
     UPDATE whguard_events ev
     SET status = 'processing',
         attempts = ev.attempts + 1,
         lease_token = gen_random_uuid(),
         lease_expires_at = now() + make_interval(secs => $2),
         updated_at = now()
-    FROM ready
-    WHERE ev.id = ready.id
+    WHERE ev.id = ANY (ARRAY(
+        SELECT id FROM whguard_events
+        WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
+        ORDER BY next_attempt_at, id
+        LIMIT $1
+        FOR UPDATE SKIP LOCKED))
     RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
               ev.lease_token, ev.lease_expires_at, ev.received_at
 )
@@ -174,6 +176,11 @@ SELECT l.*, p.headers, p.body, p.path, p.raw_query
 FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
 ORDER BY l.id`
 
+// The fences below match rows by primary key and lease token only: a
+// token is set by sqlLease and cleared by every statement that moves a row
+// out of processing, so a matching token implies processing. Naming the
+// status as well let the planner pick a partial status index from stale
+// statistics and walk its dead entries; "id = ANY" keeps it on the key.
 const sqlComplete = `
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
@@ -188,7 +195,7 @@ WITH f AS (
         lease_expires_at = NULL,
         updated_at = now()
     FROM f
-    WHERE ev.id = f.id AND ev.lease_token = f.token AND ev.status = 'processing'
+    WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
     RETURNING ev.id
 ), att AS (
     INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
@@ -206,7 +213,7 @@ SET status = CASE WHEN ev.attempts - 1 > ev.budget_base OR ev.last_error <> '' T
     lease_expires_at = NULL,
     updated_at = now()
 FROM unnest($1::bigint[], $2::uuid[]) AS r(id, token)
-WHERE ev.id = r.id AND ev.lease_token = r.token AND ev.status = 'processing'`
+WHERE ev.id = ANY ($1::bigint[]) AND ev.id = r.id AND ev.lease_token = r.token`
 
 const sqlReap = `
 UPDATE whguard_events

@@ -259,3 +259,38 @@ func deliveredEvent(t *testing.T, s *journal.Postgres, eventID string) journal.D
 	}
 	return ds[0]
 }
+
+// TestPlansAreCustom checks that whguard's sessions plan every statement
+// for the table as it is (a generic plan cached while the journal was
+// empty kept scanning whole tables as it grew), and that
+// WHGUARD_DATABASE_URL can still choose otherwise.
+func TestPlansAreCustom(t *testing.T) {
+	ctx := context.Background()
+	u, drop, err := testdb.Create(ctx, "plan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	sep := "?"
+	if strings.Contains(u, "?") {
+		sep = "&"
+	}
+	for _, c := range []struct{ url, want string }{
+		{u, "force_custom_plan"},
+		{u + sep + "plan_cache_mode=auto", "auto"},
+	} {
+		s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: c.url})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var mode string
+		err = s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mode != c.want {
+			t.Errorf("%s: plan_cache_mode = %q, want %q", c.url, mode, c.want)
+		}
+	}
+}
