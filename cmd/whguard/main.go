@@ -20,6 +20,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -29,7 +30,17 @@ import (
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
+// defaultGCPercent is the garbage collector's target when GOGC is unset.
+// whguard's live heap is a few megabytes and a request allocates mostly
+// short-lived buffers: at Go's default (100) the collector took about 15 %
+// of the process's CPU under load. 400 trades ~15 MB of peak RSS (31 → 46
+// MB at 64 concurrent senders) for fewer collections.
+const defaultGCPercent = 400
+
 func main() {
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stdout, os.Stderr))
 }
 
