@@ -28,6 +28,7 @@ func TestConformance(t *testing.T) {
 		{"AppendConcurrentSameKey", testAppendConcurrentSameKey},
 		{"AppendConcurrentBatches", testAppendConcurrentBatches},
 		{"LeaseCompleteAndAttempts", testLeaseCompleteAndAttempts},
+		{"AppendClaimed", testAppendClaimed},
 		{"LeaseIsExclusive", testLeaseIsExclusive},
 		{"LateWorkerCannotFinish", testLateWorkerCannotFinish},
 		{"ReapToDeadWhenBudgetSpent", testReapToDeadWhenBudgetSpent},
@@ -289,6 +290,57 @@ func testLeaseCompleteAndAttempts(t *testing.T, s journal.Store) {
 	// A finished row cannot be finished again with the same token.
 	if n, _ := completeN(s, []journal.Finish{finish(d, journal.StatusDead, 500)}); n != 0 {
 		t.Fatal("completed twice")
+	}
+}
+
+// A claimed event is inserted leased to its receiver: not leasable by
+// anyone else, finished with its own token, returned by the reaper when
+// the receiver never finishes it; a duplicate claims nothing.
+func testAppendClaimed(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	claim := func(e journal.Event, leaseFor time.Duration) journal.Event {
+		e.LeaseFor, e.LeaseToken = leaseFor, uuid.New()
+		return e
+	}
+	a, b := claim(ev("p", "a", "h"), time.Minute), claim(ev("p", "b", "h"), 20*time.Millisecond)
+	dupA := claim(ev("p", "a", "h"), time.Minute)
+	rs, err := s.Append(ctx, []journal.Event{a, b, dupA, ev("p", "c", "h")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs[0].Outcome != journal.Inserted || rs[1].Outcome != journal.Inserted || rs[2].Outcome != journal.Duplicate || rs[3].Outcome != journal.Inserted {
+		t.Fatalf("outcomes %+v", rs)
+	}
+	for _, id := range []int64{rs[0].ID, rs[1].ID} {
+		if d := get(t, s, id); d.Status != journal.StatusProcessing || d.Attempts != 1 {
+			t.Fatalf("claimed row %d: %+v", id, d.Summary)
+		}
+	}
+	// Only the unclaimed event is leasable.
+	if ds := leaseAll(t, s, time.Minute); len(ds) != 1 || ds[0].EventID != "c" {
+		t.Fatalf("leased %+v", ds)
+	}
+	// The claim's token finishes it; the duplicate's token does not.
+	da := journal.Delivery{ID: rs[0].ID, Attempt: 1, LeaseToken: dupA.LeaseToken}
+	if n, err := completeN(s, []journal.Finish{finish(da, journal.StatusDone, 200)}); err != nil || n != 0 {
+		t.Fatalf("finished with a duplicate's token: %d %v", n, err)
+	}
+	da.LeaseToken = a.LeaseToken
+	if n, err := completeN(s, []journal.Finish{finish(da, journal.StatusDone, 200)}); err != nil || n != 1 {
+		t.Fatalf("finish with the claim's token: %d %v", n, err)
+	}
+	if d := get(t, s, rs[0].ID); d.Status != journal.StatusDone || len(d.AttemptLog) != 1 || d.AttemptLog[0].Number != 1 {
+		t.Fatalf("after finish: %+v", d)
+	}
+	// b's receiver never finishes: its lease expires and the reaper
+	// returns it, and a leaser then gets it as its second attempt.
+	time.Sleep(50 * time.Millisecond)
+	if n, err := s.ReapExpired(ctx, 5); err != nil || n != 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	ds := leaseAll(t, s, time.Minute)
+	if len(ds) != 1 || ds[0].ID != rs[1].ID || ds[0].Attempt != 2 || string(ds[0].Body) != string(b.Body) {
+		t.Fatalf("after the reaper: %+v", ds)
 	}
 }
 

@@ -78,6 +78,15 @@ type Event struct {
 	RawQuery string
 	// ReceivedAt is when the request arrived; zero means the database clock.
 	ReceivedAt time.Time
+	// LeaseFor, when positive, claims the event for its receiver: if it is
+	// new, its row is inserted already leased under LeaseToken for this
+	// long (status processing, its first attempt counted), so the process
+	// that received it can deliver it from memory without a lease
+	// statement. Should that process die first, the lease expires and the
+	// reaper returns the row like any other. A duplicate or conflict
+	// claims nothing.
+	LeaseFor   time.Duration
+	LeaseToken uuid.UUID
 }
 
 // Outcome says what appending an event did.

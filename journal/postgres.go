@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
@@ -182,8 +183,12 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	paths, queries := make([]string, n), make([]string, n)
 	headers, bodies := make([][]byte, n), make([][]byte, n)
 	received := make([]time.Time, n)
+	leaseSecs, tokens := make([]float64, n), make([]uuid.UUID, n)
+	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
+		leaseSecs[i], tokens[i] = e.ev.LeaseFor.Seconds(), e.ev.LeaseToken
+		claimsOnly = claimsOnly && e.ev.LeaseFor > 0
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
 		h, err := marshalHeaders(e.ev.Headers)
@@ -200,7 +205,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// inserted something (a batch of duplicates must not use up the window
 	// of the real batch after it).
 	notify, notifyAt := "", time.Now().UnixNano()
-	if notifyAt-p.lastNotify.Load() >= int64(notifyEvery) {
+	if !claimsOnly && notifyAt-p.lastNotify.Load() >= int64(notifyEvery) {
 		notify = p.instance
 	}
 
@@ -210,7 +215,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
 	rows, err := p.pool.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify)
+		NotifyChannel, notify, leaseSecs, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
@@ -375,18 +380,26 @@ func nonNil(b []byte) []byte {
 }
 
 // sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
-// its payloads in one statement, NOTIFYs when $11 is set and something was
-// new, and returns per input position (1-based ord) either the new id or
+// its payloads in one statement (a claimed event, $12 > 0, already leased
+// under its token $13), NOTIFYs when $11 is set and something was new,
+// and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[])
-           WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query, ord)
+                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[])
+           WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
+                                lease_secs, lease_token, ord)
 ), ins AS (
-    INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at)
-    SELECT provider, event_id, event_type, content_hash, received_at, now() FROM input ORDER BY ord
+    INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
+                                status, attempts, lease_token, lease_expires_at)
+    SELECT provider, event_id, event_type, content_hash, received_at, now(),
+           CASE WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
+           CASE WHEN lease_secs > 0 THEN 1 ELSE 0 END,
+           CASE WHEN lease_secs > 0 THEN lease_token END,
+           CASE WHEN lease_secs > 0 THEN now() + make_interval(secs => lease_secs) END
+    FROM input ORDER BY ord
     ON CONFLICT (provider, event_id) DO NOTHING
     RETURNING id, provider, event_id
 ), pay AS (

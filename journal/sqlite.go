@@ -220,12 +220,20 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			if !e.ev.ReceivedAt.IsZero() {
 				received = e.ev.ReceivedAt.UnixNano()
 			}
+			// A claimed event goes in already leased (Event.LeaseFor).
+			status, attempts, token, expires := StatusPending, 0, any(nil), any(nil)
+			if e.ev.LeaseFor > 0 {
+				status, attempts = StatusProcessing, 1
+				token, expires = e.ev.LeaseToken[:], now+e.ev.LeaseFor.Nanoseconds()
+			}
 			var id int64
 			err := tx.QueryRowContext(ctx, `
-INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at)
-VALUES (?, ?, ?, ?, ?, ?, ?)
+INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
+                            status, attempts, lease_token, lease_expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT (provider, event_id) DO NOTHING
-RETURNING id`, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now).Scan(&id)
+RETURNING id`, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
+				status, attempts, token, expires).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
