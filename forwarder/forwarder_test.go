@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap/zaptest"
 
@@ -556,5 +557,77 @@ func testRetentionLoop(t *testing.T, store string) {
 	}
 	if v := metricValue(t, reg, "whguard_retention_deleted_total", map[string]string{"kind": "event"}); v != 1 {
 		t.Fatalf("retention counter %v, want 1", v)
+	}
+}
+
+// A claimed event is journaled leased and delivered from memory: the same
+// request a leased one gets, its outcome recorded under the claim's token,
+// and counted as dispatched. Claims decline before Start, when the slots
+// are full, and after Stop.
+func TestClaimDispatch(t *testing.T) { forEachStore(t, testClaimDispatch) }
+
+func testClaimDispatch(t *testing.T, store string) {
+	j := openJournal(t, store)
+	rec, srv := newRecorder(t, status(503))
+	f, err := forwarder.New(forwarder.Config{Store: j, Targets: map[string]forwarder.Target{"acme": {BackendURL: srv.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Claim(); ok {
+		t.Fatal("claim accepted before Start")
+	}
+	f, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = time.Hour })
+	claim := func() (journal.Event, time.Duration) {
+		t.Helper()
+		leaseFor, ok := f.Claim()
+		if !ok {
+			t.Fatal("claim declined with free slots")
+		}
+		return journal.Event{LeaseFor: leaseFor, LeaseToken: uuid.New()}, leaseFor
+	}
+	e, leaseFor := claim()
+	if leaseFor != 2*time.Second+forwarder.DefaultLeaseMargin {
+		t.Fatalf("lease for %s", leaseFor)
+	}
+	e.Provider, e.EventID, e.ContentHash = "acme", "evt_claimed", "h"
+	e.Headers = http.Header{"Content-Type": {"application/json"}, "Connection": {"close"}}
+	e.Body, e.Path = []byte(`{"id":"evt_claimed"}`), "/webhooks/acme"
+	r, err := j.Append(context.Background(), []journal.Event{e})
+	if err != nil || r[0].Outcome != journal.Inserted {
+		t.Fatal(r, err)
+	}
+	// The second slot goes to a claim that is given back; then both are
+	// free again, and a third claim fits only after the give-back.
+	_, _ = claim()
+	if _, ok := f.Claim(); ok {
+		t.Fatal("claim accepted with every slot taken")
+	}
+	f.Unclaim()
+	now := time.Now()
+	f.Dispatch(journal.Delivery{ID: r[0].ID, Provider: "acme", EventID: e.EventID, Attempt: 1, BudgetAttempt: 1,
+		Headers: e.Headers, Body: e.Body, Path: e.Path, ReceivedAt: now, LeaseToken: e.LeaseToken, LeaseExpiresAt: now.Add(leaseFor)})
+	// The backend answers 503 first: the claim's attempt is recorded as a
+	// retry under its token, then the event is leased and delivered.
+	d := waitStatus(t, j, r[0].ID, journal.StatusDone, 10*time.Second)
+	if d.Attempts != 2 || len(d.AttemptLog) != 2 || d.AttemptLog[0].StatusCode != 503 || d.AttemptLog[1].StatusCode != 200 {
+		t.Fatalf("after delivery: %+v", d)
+	}
+	reqs := rec.requests()
+	if len(reqs) != 2 || reqs[0].body != `{"id":"evt_claimed"}` || reqs[0].header.Get("X-Whguard-Attempt") != "1" ||
+		reqs[1].header.Get("X-Whguard-Attempt") != "2" || reqs[0].header.Get("Connection") != "" ||
+		reqs[0].header.Get("Idempotency-Key") != forwarder.IdempotencyKey("acme", "evt_claimed") ||
+		reqs[0].header.Get("Idempotency-Key") != reqs[1].header.Get("Idempotency-Key") {
+		t.Fatalf("requests %+v", reqs)
+	}
+	if got := metricValue(t, reg, "whguard_deliveries_dispatched_total", map[string]string{"provider": "acme"}); got != 1 {
+		t.Fatalf("dispatched = %v", got)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Claim(); ok {
+		t.Fatal("claim accepted after Stop")
 	}
 }

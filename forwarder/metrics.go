@@ -17,6 +17,7 @@ type Metrics struct {
 	oldest     *prometheus.GaugeVec
 	expired    prometheus.Counter
 	retention  *prometheus.CounterVec
+	direct     *prometheus.CounterVec
 }
 
 // NewMetrics registers the delivery metrics on reg.
@@ -48,7 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_retention_deleted_total",
 		Help: "Rows removed by retention: kind=event (done events whose keys expired), kind=payload (done payloads dropped early).",
 	}, []string{"kind"})
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention)
+	m.direct = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_deliveries_dispatched_total",
+		Help: "Events claimed at ingest and delivered from memory without a lease statement (the rest are leased from the journal).",
+	}, []string{"provider"})
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct)
 	return m
 }
 
@@ -58,6 +63,13 @@ func (m *Metrics) delivery(provider, outcome string, d time.Duration) {
 	}
 	m.deliveries.WithLabelValues(provider, outcome).Inc()
 	m.duration.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+func (m *Metrics) claimed(provider string) {
+	if m == nil {
+		return
+	}
+	m.direct.WithLabelValues(provider).Inc()
 }
 
 func (m *Metrics) leaseExpired(n int) {

@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/journal"
@@ -24,6 +25,18 @@ import (
 // say, per event, whether it was new, a duplicate or a conflict.
 type Appender interface {
 	Append(ctx context.Context, events []journal.Event) ([]journal.Result, error)
+}
+
+// Dispatcher hands new events straight to delivery (a *forwarder.Forwarder):
+// a claimed event is journaled already leased and, once committed, is
+// delivered from memory without a lease statement.
+type Dispatcher interface {
+	// Claim reserves a delivery slot, or declines.
+	Claim() (leaseFor time.Duration, ok bool)
+	// Dispatch delivers a claimed event whose row is committed.
+	Dispatch(d journal.Delivery)
+	// Unclaim gives back a claim whose event was not inserted.
+	Unclaim()
 }
 
 // Checker verifies a request and derives its event key (a *verify.Provider).
@@ -67,17 +80,21 @@ type IngressConfig struct {
 	// OnCommit, when set, is called after a commit that inserted new rows
 	// (the in-process wake-up of the forwarder).
 	OnCommit func()
+	// Dispatcher, when set, is offered every new event before its commit
+	// (see Dispatcher); events it declines are leased from the journal.
+	Dispatcher Dispatcher
 }
 
 // Ingress is the webhook receiving handler.
 type Ingress struct {
-	routes  map[string]Route
-	journal Appender
-	metrics *Metrics
-	log     *zap.Logger
-	now     func() time.Time
-	timeout time.Duration
-	commit  func()
+	routes   map[string]Route
+	journal  Appender
+	metrics  *Metrics
+	log      *zap.Logger
+	now      func() time.Time
+	timeout  time.Duration
+	commit   func()
+	dispatch Dispatcher
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -97,13 +114,14 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		routes[r.Path] = r
 	}
 	in := &Ingress{
-		routes:  routes,
-		journal: cfg.Journal,
-		metrics: cfg.Metrics,
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		timeout: cmp.Or(cfg.CommitTimeout, DefaultCommitTimeout),
-		commit:  cfg.OnCommit,
+		routes:   routes,
+		journal:  cfg.Journal,
+		metrics:  cfg.Metrics,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		timeout:  cmp.Or(cfg.CommitTimeout, DefaultCommitTimeout),
+		commit:   cfg.OnCommit,
+		dispatch: cfg.Dispatcher,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -196,9 +214,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
-	ctx, cancel := context.WithTimeout(r.Context(), in.timeout)
-	defer cancel()
-	results, err := in.journal.Append(ctx, []journal.Event{{
+	ev := journal.Event{
 		Provider:    name,
 		EventID:     event.ID,
 		EventType:   event.Type,
@@ -208,7 +224,21 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:        r.URL.Path,
 		RawQuery:    r.URL.RawQuery,
 		ReceivedAt:  start,
-	}})
+	}
+	claimed := false
+	if in.dispatch != nil {
+		if ev.LeaseFor, claimed = in.dispatch.Claim(); claimed {
+			ev.LeaseToken = uuid.New()
+			defer func() {
+				if claimed { // not handed over: the event was not inserted
+					in.dispatch.Unclaim()
+				}
+			}()
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), in.timeout)
+	defer cancel()
+	results, err := in.journal.Append(ctx, []journal.Event{ev})
 	if err != nil {
 		in.log.Warn("journal commit failed", zap.String("provider", name), zap.String("event_id", event.ID), zap.Error(err))
 		w.Header().Set("Retry-After", "5")
@@ -222,7 +252,17 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch results[0].Outcome {
 	case journal.Inserted:
-		in.commit()
+		if claimed {
+			claimed = false
+			in.dispatch.Dispatch(journal.Delivery{
+				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
+				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: body,
+				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
+				LeaseToken: ev.LeaseToken, LeaseExpiresAt: start.Add(ev.LeaseFor),
+			})
+		} else {
+			in.commit()
+		}
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 	case journal.Duplicate:
 		in.reply(w, name, ResultDuplicate, http.StatusOK, ack, start)

@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
@@ -54,6 +55,13 @@ func newFixture(t *testing.T, store string) *fixture {
 
 func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
 	t.Helper()
+	return newFixtureWith(t, j, nil)
+}
+
+// newFixtureWith is newFixtureOn with a dispatcher (a forwarder) that new
+// events are offered to.
+func newFixtureWith(t *testing.T, j proxy.Appender, d proxy.Dispatcher) *fixture {
+	t.Helper()
 	mk := func(name, scheme, secret string) *verify.Provider {
 		var secrets []string
 		if secret != "" {
@@ -72,8 +80,9 @@ func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
 			{Path: "/webhooks/stripe", Provider: mk("stripe", "stripe", stripeSecret)},
 			{Path: "/webhooks/open", Provider: mk("open", "none", ""), MaxBodyBytes: 64},
 		},
-		Journal: j,
-		Metrics: proxy.NewMetrics(reg),
+		Journal:    j,
+		Metrics:    proxy.NewMetrics(reg),
+		Dispatcher: d,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -586,4 +595,95 @@ func TestInvalidUTF8QueryRefused(t *testing.T) {
 	if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "UTF-8") {
 		t.Fatalf("status %d body %s", rec.Code, rec.Body.String())
 	}
+}
+
+// With a forwarder as dispatcher, new events are claimed at ingest and
+// delivered from memory: under concurrent duplicates every event still
+// reaches the backend exactly once, and every claim a duplicate made is
+// given back (Stop would otherwise wait for it and report a timeout).
+func TestDispatchedDeliveriesUnderDuplicates(t *testing.T) {
+	forEachStore(t, testDispatchedDeliveriesUnderDuplicates)
+}
+
+func testDispatchedDeliveriesUnderDuplicates(t *testing.T, store string) {
+	j := testdb.OpenStore(t, store, true)
+	var (
+		mu       sync.Mutex
+		received = map[string]int{}
+	)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		received[string(b)]++
+		mu.Unlock()
+	}))
+	defer backend.Close()
+	reg := prometheus.NewRegistry()
+	fwd, err := forwarder.New(forwarder.Config{Store: j, Concurrency: 8, Metrics: forwarder.NewMetrics(reg),
+		Targets: map[string]forwarder.Target{"std": {BackendURL: backend.URL}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fwd.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixtureWith(t, j, fwd)
+	const events, copies = 20, 5
+	var wg sync.WaitGroup
+	for i := range events {
+		body := fmt.Sprintf(`{"type":"x","n":%d}`, i)
+		h := signStandard(fmt.Sprintf("msg_d%d", i), time.Now(), body)
+		for range copies {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if r := f.post(t, "/webhooks/std", h, body); r.status != http.StatusAccepted && r.status != http.StatusOK {
+					t.Errorf("%s: %d %s", body, r.status, r.body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByStatus[journal.StatusDone] == events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all delivered: %v", st.ByStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if err := fwd.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v (a claim was never given back)", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(received) != events {
+		t.Fatalf("backend got %d distinct events, want %d", len(received), events)
+	}
+	for body, n := range received {
+		if n != 1 {
+			t.Errorf("%s delivered %d times", body, n)
+		}
+	}
+	var dispatched float64
+	mfs, _ := reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() == "whguard_deliveries_dispatched_total" {
+			for _, m := range mf.GetMetric() {
+				dispatched += m.GetCounter().GetValue()
+			}
+		}
+	}
+	if dispatched < 1 {
+		t.Fatal("no event was dispatched from memory")
+	}
+	t.Logf("%s: %v of %d events dispatched from memory", store, dispatched, events)
 }

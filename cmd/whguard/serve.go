@@ -120,6 +120,9 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Metrics:  ingressMetrics,
 		Logger:   log.Named("ingress"),
 		OnCommit: fwd.Wake,
+		// A new event takes a free delivery slot at once: inserted leased,
+		// delivered from memory after its commit (no lease statement).
+		Dispatcher: fwd,
 	})
 	if err != nil {
 		return err
