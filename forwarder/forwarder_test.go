@@ -631,3 +631,30 @@ func testClaimDispatch(t *testing.T, store string) {
 		t.Fatal("claim accepted after Stop")
 	}
 }
+
+// BuildRequest targets the backend's base path plus the received (or the
+// configured) path and the received query, on the backend's host.
+func TestBuildRequestURL(t *testing.T) {
+	d := journal.Delivery{ID: 7, Provider: "acme", EventID: "e", Attempt: 1, Path: "/webhooks/acme", RawQuery: "a=1&b=%2F",
+		Body: []byte("{}"), Headers: http.Header{"Host": {"sender.example"}}}
+	for _, c := range []struct {
+		target forwarder.Target
+		line   string
+	}{
+		{forwarder.Target{BackendURL: "http://backend:8080/base/"}, "POST /base/webhooks/acme?a=1&b=%2F HTTP/1.1"},
+		{forwarder.Target{BackendURL: "http://backend:8080", ForwardPath: "/hooks/in"}, "POST /hooks/in?a=1&b=%2F HTTP/1.1"},
+	} {
+		req, err := forwarder.BuildRequest(context.Background(), c.target, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := req.Write(&b); err != nil {
+			t.Fatal(err)
+		}
+		wire := b.String()
+		if !strings.HasPrefix(wire, c.line+"\r\n") || !strings.Contains(wire, "\r\nHost: backend:8080\r\n") {
+			t.Errorf("%+v: request\n%s", c.target, wire)
+		}
+	}
+}

@@ -85,10 +85,13 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Requ
 	u.Path = strings.TrimSuffix(base.Path, "/") + path
 	u.RawPath = ""
 	u.RawQuery = d.RawQuery
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(d.Body))
+	// The URL is built, not parsed: formatting it for NewRequest to parse
+	// again cost ~4 % of whguard's CPU while draining a backlog.
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(d.Body))
 	if err != nil {
 		return nil, err
 	}
+	req.URL, req.Host = &u, u.Host
 	h := d.Headers.Clone()
 	if h == nil {
 		h = http.Header{}
