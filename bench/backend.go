@@ -75,12 +75,12 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // waitFor waits until want unique events have arrived, no new one arrived
 // for idle, or timeout passed; it returns the number received.
-func (b *backend) waitFor(want int64, idle, timeout time.Duration) int64 {
+func (b *backend) waitFor(ctx context.Context, want int64, idle, timeout time.Duration) int64 {
 	deadline := time.Now().Add(timeout)
 	last, lastChange := b.received.Load(), time.Now()
 	for {
 		n := b.received.Load()
-		if n >= want || time.Now().After(deadline) {
+		if n >= want || time.Now().After(deadline) || ctx.Err() != nil {
 			return n
 		}
 		if n != last {

@@ -57,14 +57,19 @@ func (h *harness) long(ctx context.Context) *Long {
 	lh := *h
 	lh.opts.drainTimeout = max(h.opts.drainTimeout, longDrainTimeout)
 	l := &Long{PreloadRows: h.opts.preloadRows}
-	progress("long: %d requests through whguard-pg in one process (signed as sent), RSS sampled every second", h.opts.longEvents)
-	m, err := lh.memoryRun(ctx)
-	if err != nil {
-		l.Failed = err.Error()
+	if h.opts.longEvents > 0 {
+		progress("long: %d requests through whguard-pg in one process (signed as sent), RSS sampled every second", h.opts.longEvents)
+		m, err := lh.memoryRun(ctx)
+		if err != nil {
+			l.Failed = err.Error()
+			return l
+		}
+		l.Memory = m
+		progress("  %s", oneLine(m.Result))
+	}
+	if h.opts.preloadRows <= 0 {
 		return l
 	}
-	l.Memory = m
-	progress("  %s", oneLine(m.Result))
 	for _, rows := range []int{0, h.opts.preloadRows} {
 		if ctx.Err() != nil {
 			l.Failed = ctx.Err().Error()

@@ -73,8 +73,8 @@ func parseFlags(args []string) (options, error) {
 	only := fs.String("only", strings.Join(serverNames(), ","), "comma list of servers to run")
 	fixed := fs.String("fixed", strings.Join(serverNames(), ","), "comma list of servers to run at the fixed rate too (empty: none)")
 	fs.BoolVar(&o.long, "long", false, "also the long runs: -long-events through whguard-pg (bounded memory), and an empty vs -preload-rows journal comparison")
-	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run")
-	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison")
+	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run (0 skips it)")
+	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

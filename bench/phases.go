@@ -67,7 +67,7 @@ func (h *harness) drive(ctx context.Context, s *session, src source, conns int, 
 				want++
 			}
 		}
-		s.be.waitFor(int64(want), drainIdle, h.opts.drainTimeout)
+		s.be.waitFor(ctx, int64(want), drainIdle, h.opts.drainTimeout)
 		r.Deliveries = deliveries(l, s.be)
 	}
 	if peak, _, err := s.t.proc.memory(); err == nil {
@@ -202,7 +202,7 @@ func (h *harness) backlogOn(ctx context.Context, server, dbURL string) Backlog {
 	b.BeforeRelease = int(s.be.arrived.Load())
 	opened := time.Now()
 	s.be.release()
-	b.Received = int(s.be.waitFor(int64(b.Events), drainIdle, h.opts.drainTimeout))
+	b.Received = int(s.be.waitFor(ctx, int64(b.Events), drainIdle, h.opts.drainTimeout))
 	b.CPU = c0.use(snapshotCPU(pid))
 	var last int64
 	for _, t := range s.be.receipts() {
