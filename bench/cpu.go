@@ -15,7 +15,7 @@ const clockTicks = 100
 // process itself (load generator and fast backend).
 type cpuSnapshot struct {
 	at                       time.Time
-	busy, total              int64
+	busy, total, steal       int64
 	server, postgres, itself int64
 }
 
@@ -27,6 +27,10 @@ type CPUUse struct {
 	Bench    float64 `json:"bench"`
 	Other    float64 `json:"other"`
 	Idle     float64 `json:"idle"`
+	// Steal is CPU the hypervisor gave to other guests while this one
+	// wanted it (/proc/stat "steal"): on a shared VM, a run with much of
+	// it measured a slower machine.
+	Steal float64 `json:"steal"`
 }
 
 // snapshotCPU reads the counters; serverPID 0 means no server process.
@@ -38,7 +42,11 @@ func snapshotCPU(serverPID int) cpuSnapshot {
 		for i := 1; i < len(f) && i <= 8; i++ {
 			v, _ := strconv.ParseInt(f[i], 10, 64)
 			s.total += v
-			if i != 4 && i != 5 { // idle, iowait
+			switch i {
+			case 4, 5: // idle, iowait
+			case 8:
+				s.steal += v
+			default:
 				s.busy += v
 			}
 		}
@@ -74,7 +82,8 @@ func (s cpuSnapshot) use(later cpuSnapshot) CPUUse {
 	}
 	busy := cores(later.busy - s.busy)
 	total := cores(later.total - s.total)
+	u.Steal = cores(later.steal - s.steal)
 	u.Other = max(0, busy-u.Server-u.Postgres-u.Bench)
-	u.Idle = max(0, total-busy)
+	u.Idle = max(0, total-busy-u.Steal)
 	return u
 }

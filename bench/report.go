@@ -27,14 +27,14 @@ func printReport(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "\nBACKLOG DRAIN (delivery capacity: %d events journaled while the backend holds deliveries, then released; forward concurrency %d)\n",
 			s.BacklogEvents, s.ForwardConcurrency)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "server\tevents\tfill acks/s\tdelivered\tdrain s\tdeliveries/s\tcores: whguard\tpostgres\tbench\tidle\t")
+		fmt.Fprintln(tw, "server\tevents\tfill acks/s\tdelivered\tdrain s\tdeliveries/s\tcores: whguard\tpostgres\tbench\tidle\tstolen\t")
 		for _, b := range rep.Backlog {
 			if b.Failed != "" {
 				fmt.Fprintf(tw, "%s\tFAILED: %s\t\n", b.Server, firstLine(b.Failed))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", b.Server, b.Events, b.IngestPerSec,
-				b.Received, b.DrainSeconds, b.PerSec, b.CPU.Server, b.CPU.Postgres, b.CPU.Bench, b.CPU.Idle)
+			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", b.Server, b.Events, b.IngestPerSec,
+				b.Received, b.DrainSeconds, b.PerSec, b.CPU.Server, b.CPU.Postgres, b.CPU.Bench, b.CPU.Idle, b.CPU.Steal)
 		}
 		tw.Flush()
 	}
@@ -54,7 +54,9 @@ func printReport(w io.Writer, rep *Report) {
 		m.CPUs, m.CPUModel, m.MemoryMB, m.Kernel, m.Go, m.Postgres, m.PostgresSettings)
 	fmt.Fprintf(w, "The load generator and the fast backend share these cores with the server under test and PostgreSQL;\n"+
 		"\"postgres\" CPU counts every postgres process on the machine, other sessions' included; \"other\" is the kernel's\n"+
-		"own time (loopback networking in softirq) and any other process.\n")
+		"own time (loopback networking in softirq) and any other process; \"stolen\" is CPU the hypervisor gave to other\n"+
+		"guests while this one wanted it: runs with much of it measured a slower machine, and only ratios within\n"+
+		"one run compare.\n")
 	fmt.Fprintf(w, "bench wall time: %.0f s\n", rep.Seconds)
 }
 
@@ -96,7 +98,7 @@ func resultTable(w io.Writer, rs []Result, fixed bool) {
 	tw.Flush()
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "  cores used by:\tserver\tpostgres\tbench (load + backend)\tother\tidle\tstatuses\tnotes\t")
+	fmt.Fprintln(tw, "  cores used by:\tserver\tpostgres\tbench (load + backend)\tother\tidle\tstolen\tstatuses\tnotes\t")
 	for _, r := range rs {
 		if r.Failed != "" {
 			continue
@@ -117,8 +119,8 @@ func resultTable(w io.Writer, rs []Result, fixed bool) {
 		if len(r.ErrorSample) > 0 {
 			notes = append(notes, fmt.Sprintf("errors e.g. %q", r.ErrorSample))
 		}
-		fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", r.Server, r.CPU.Server, r.CPU.Postgres,
-			r.CPU.Bench, r.CPU.Other, r.CPU.Idle, statuses(r.Statuses), strings.Join(notes, "; "))
+		fmt.Fprintf(tw, "  %s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%s\t%s\t\n", r.Server, r.CPU.Server, r.CPU.Postgres,
+			r.CPU.Bench, r.CPU.Other, r.CPU.Idle, r.CPU.Steal, statuses(r.Statuses), strings.Join(notes, "; "))
 	}
 	tw.Flush()
 }
