@@ -410,7 +410,6 @@ func (f *Forwarder) statsOnce(ctx context.Context) {
 	f.cfg.Metrics.setStats(s)
 }
 
-// deliver runs one attempt and records its outcome by recordBy.
 // Claim reserves a delivery slot for an event its receiver is about to
 // journal, so the event can be inserted already leased for the returned
 // duration (journal.Event.LeaseFor) and, once committed, delivered from
@@ -473,6 +472,7 @@ func (f *Forwarder) freeSlot() {
 	}
 }
 
+// deliver runs one attempt and records its outcome by recordBy.
 func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	defer f.freeSlot()
 	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),

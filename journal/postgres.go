@@ -80,9 +80,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	// scanning whole tables long after (measured: an append, lease or
 	// outcome doing a sequential scan of 60 000 rows, a 95 ms lease,
 	// deliveries down from 8 700/s to 1 200/s until the next ANALYZE;
-	// forcing generic plans did the same at scale). Planning costs well
-	// under a millisecond per statement, and statements are batched. A
-	// plan_cache_mode in WHGUARD_DATABASE_URL still wins.
+	// forcing generic plans did the same at scale). The price is planning:
+	// ~0.2 ms per statement, about 30 % of PostgreSQL's CPU under load
+	// (perf, BENCHMARKS.md), for batched statements. A plan_cache_mode in
+	// WHGUARD_DATABASE_URL still wins.
 	if _, set := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
