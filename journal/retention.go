@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -156,7 +155,7 @@ func (s *SQLite) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Ti
 	} {
 		for {
 			var n int64
-			err := s.write(ctx, func(tx *sql.Tx) error {
+			err := s.write(ctx, func(tx sqliteTx) error {
 				res, err := tx.ExecContext(ctx, step.sql, step.before.UnixNano(), cleanupBatch)
 				if err != nil {
 					return err
