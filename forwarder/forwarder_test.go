@@ -577,12 +577,19 @@ func testClaimDispatch(t *testing.T, store string) {
 		t.Fatal("claim accepted before Start")
 	}
 	f, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = time.Hour })
+	held := 0          // claims not yet dispatched or given back
+	t.Cleanup(func() { // before Stop, which would wait for them
+		for range held {
+			f.Unclaim()
+		}
+	})
 	claim := func() (journal.Event, time.Duration) {
 		t.Helper()
 		leaseFor, ok := f.Claim()
 		if !ok {
 			t.Fatal("claim declined with free slots")
 		}
+		held++
 		return journal.Event{LeaseFor: leaseFor, LeaseToken: uuid.New()}, leaseFor
 	}
 	e, leaseFor := claim()
@@ -600,10 +607,13 @@ func testClaimDispatch(t *testing.T, store string) {
 	// free again, and a third claim fits only after the give-back.
 	_, _ = claim()
 	if _, ok := f.Claim(); ok {
+		held++
 		t.Fatal("claim accepted with every slot taken")
 	}
 	f.Unclaim()
+	held--
 	now := time.Now()
+	held--
 	f.Dispatch(journal.Delivery{ID: r[0].ID, Provider: "acme", EventID: e.EventID, Attempt: 1, BudgetAttempt: 1,
 		Headers: e.Headers, Body: e.Body, Path: e.Path, ReceivedAt: now, LeaseToken: e.LeaseToken, LeaseExpiresAt: now.Add(leaseFor)})
 	// The backend answers 503 first: the claim's attempt is recorded as a
@@ -656,5 +666,139 @@ func TestBuildRequestURL(t *testing.T) {
 		if !strings.HasPrefix(wire, c.line+"\r\n") || !strings.Contains(wire, "\r\nHost: backend:8080\r\n") {
 			t.Errorf("%+v: request\n%s", c.target, wire)
 		}
+	}
+}
+
+// gatedLeases is the real journal with a gate on Lease: once closed,
+// every Lease call waits for it to open again (and says it is waiting),
+// so a test can hold the fetcher still while slots are free.
+type gatedLeases struct {
+	journal.Store
+	mu      sync.Mutex
+	gate    chan struct{} // nil: open
+	waiting chan struct{}
+}
+
+func (g *gatedLeases) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate == nil {
+		g.gate = make(chan struct{})
+	}
+}
+
+func (g *gatedLeases) open() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.gate != nil {
+		close(g.gate)
+		g.gate = nil
+	}
+}
+
+func (g *gatedLeases) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]journal.Delivery, error) {
+	g.mu.Lock()
+	gate := g.gate
+	g.mu.Unlock()
+	if gate != nil {
+		select {
+		case g.waiting <- struct{}{}:
+		default:
+		}
+		<-gate
+	}
+	return g.Store.Lease(ctx, n, leaseFor)
+}
+
+// While rows wait in the journal, claims take at most half the slots: the
+// backlog keeps the other half even when new events arrive faster than
+// the fetcher leases.
+func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
+	j := openJournal(t, "postgres")
+	for i := range 12 {
+		appendEvent(t, j, fmt.Sprintf("evt_backlog_%d", i))
+	}
+	// Each delivery waits for a token (or for hold to close).
+	tokens, hold := make(chan struct{}, 16), make(chan struct{})
+	var arrived atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		select {
+		case <-tokens:
+		case <-hold:
+		}
+	}))
+	defer backend.Close()
+	g := &gatedLeases{Store: j, waiting: make(chan struct{}, 1)}
+	f, _ := startForwarder(t, g, backend.URL, func(c *forwarder.Config) { c.Concurrency = 8; c.PollInterval = time.Hour })
+	holdOpen := sync.OnceFunc(func() { close(hold) })
+	held := 0          // claims accepted and not given back
+	t.Cleanup(func() { // before Stop (cleanups run last first): nothing may stay blocked
+		for range held {
+			f.Unclaim()
+		}
+		holdOpen()
+		g.open()
+	})
+	// The first lease fills the eight slots (12 rows wait): a backlog.
+	deadline := time.Now().Add(5 * time.Second)
+	for arrived.Load() < 8 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d deliveries in flight, want 8", arrived.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if _, ok := f.Claim(); ok {
+		t.Fatal("claim accepted with every slot taken")
+	}
+	// Hold the next lease and let two deliveries finish: with a quarter
+	// of the slots free the fetcher reserves those two and waits at the
+	// gate. Then the six others finish: six free slots, rows waiting.
+	g.close()
+	tokens <- struct{}{}
+	tokens <- struct{}{}
+	select {
+	case <-g.waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fetcher did not try to lease again")
+	}
+	for range 6 {
+		tokens <- struct{}{}
+	}
+	waitFree := time.Now().Add(5 * time.Second)
+	for held < 4 && time.Now().Before(waitFree) {
+		if _, ok := f.Claim(); ok {
+			held++
+			continue
+		}
+		time.Sleep(5 * time.Millisecond) // a finished delivery still recording its outcome
+	}
+	if held != 4 {
+		t.Fatalf("%d claims accepted with free slots, want 4", held)
+	}
+	time.Sleep(50 * time.Millisecond) // let the last outcomes land: two slots are free now
+	if _, ok := f.Claim(); ok {
+		held++
+		t.Fatal("a fifth claim took more than half the slots while rows wait")
+	}
+	for ; held > 0; held-- {
+		f.Unclaim()
+	}
+	g.open()
+	holdOpen()
+	// The backlog drains: every event is delivered.
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByStatus[journal.StatusDone] == 12 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backlog not drained: %v", st.ByStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
