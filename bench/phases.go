@@ -102,18 +102,24 @@ func (h *harness) throughput(ctx context.Context, server string, n int) Result {
 // requests, h.opts.senders senders, warm-up then the measured window.
 func (h *harness) throughputOn(ctx context.Context, server, dbURL string, n int) Result {
 	r := Result{Server: server, Mode: "throughput", Senders: h.opts.senders}
-	sg := newSigner("tp")
-	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), false)
-	if err != nil {
-		r.Failed = err.Error()
-		return r
-	}
-	defer s.close()
-	src := presign(sg, n, time.Now())
-	h.drive(ctx, s, src, h.opts.senders, &r, func(l *load) {
+	h.loadRun(ctx, &r, dbURL, "tp", n, h.opts.senders, func(l *load) {
 		runClosed(ctx, l, h.opts.senders, h.opts.warmup, h.opts.duration)
 	})
 	return r
+}
+
+// loadRun starts r.Server on dbURL with a fast backend, sends it n
+// requests pre-signed by a signer tagged tag over conns connections as
+// run drives them, and fills in r (r.Failed when the server did not start).
+func (h *harness) loadRun(ctx context.Context, r *Result, dbURL, tag string, n, conns int, run func(*load)) {
+	sg := newSigner(tag)
+	s, err := h.open(ctx, r.Server, dbURL, sg, uniquesIn(n), false)
+	if err != nil {
+		r.Failed = err.Error()
+		return
+	}
+	defer s.close()
+	h.drive(ctx, s, presign(sg, n, time.Now()), conns, r, run)
 }
 
 // fixedRate is the open-loop run of server on a fresh database: requests
@@ -127,15 +133,7 @@ func (h *harness) fixedRate(ctx context.Context, server string) Result {
 	}
 	defer drop()
 	n := int(float64(h.opts.rate)*(h.opts.warmup+h.opts.fixedDuration).Seconds()) + 1
-	sg := newSigner("fr")
-	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), false)
-	if err != nil {
-		r.Failed = err.Error()
-		return r
-	}
-	defer s.close()
-	src := presign(sg, n, time.Now())
-	h.drive(ctx, s, src, 256, &r, func(l *load) {
+	h.loadRun(ctx, &r, dbURL, "fr", n, 256, func(l *load) {
 		runOpen(ctx, l, h.opts.rate, h.opts.warmup, h.opts.fixedDuration)
 	})
 	return r

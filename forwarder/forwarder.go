@@ -414,13 +414,11 @@ func (f *Forwarder) statsOnce(ctx context.Context) {
 // journal, so the event can be inserted already leased for the returned
 // duration (journal.Event.LeaseFor) and, once committed, delivered from
 // memory by Dispatch: no lease statement, and one write of the row fewer
-// per delivery. It declines when no slot is free, when rows are waiting
-// to be leased (they go first, in order), and before Start or after Stop.
-// Every accepted claim must end in exactly one Dispatch or Unclaim.
-//
-// While rows wait in the journal, claims may hold at most half the slots:
-// new events then keep the cheap path without starving the backlog, which
-// always has the other half.
+// per delivery. It declines when no slot is free, before Start and after
+// Stop, and while rows wait in the journal once claims hold half the
+// slots: new events keep the cheap path without starving the backlog,
+// which always has the other half. Every accepted claim must end in
+// exactly one Dispatch or Unclaim.
 func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 	if f.backlog.Load() && int(f.claims.Load()) >= cap(f.slots)/2 {
 		return 0, false
