@@ -192,7 +192,10 @@ func (s *stack) startWhguard(waitReady bool) {
 
 // send posts one signed event; status 0 means no answer (connection error).
 func (s *stack) send(client *http.Client, msgID, body string) (int, string) {
-	sig, err := s.wh.Sign(msgID, time.Now(), []byte(body))
+	// One instant for the signature and the header: signed at one second
+	// and stamped at the next, the request would rightly be refused.
+	now := time.Now()
+	sig, err := s.wh.Sign(msgID, now, []byte(body))
 	if err != nil {
 		s.t.Error(err)
 		return 0, ""
@@ -200,7 +203,7 @@ func (s *stack) send(client *http.Client, msgID, body string) (int, string) {
 	req, _ := http.NewRequest(http.MethodPost, "http://"+s.listen+"/webhooks/shop", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("webhook-id", msgID)
-	req.Header.Set("webhook-timestamp", fmt.Sprint(time.Now().Unix()))
+	req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
 	req.Header.Set("webhook-signature", sig)
 	resp, err := client.Do(req)
 	if err != nil {
