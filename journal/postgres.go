@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,14 +40,17 @@ type PostgresConfig struct {
 
 // Postgres is the PostgreSQL journal. It is safe for concurrent use.
 type Postgres struct {
+	// pool runs everything but the hot statements, with custom plans.
 	pool *pgxpool.Pool
+	// ingest runs appends, with generic plans (plans.go).
+	ingest *pgxpool.Pool
 	// queue runs the forwarder's delivery-state statements (lease,
 	// complete, release, reap) with synchronous_commit=off: they do not
 	// wait for the WAL flush, which ingest commits need and would
 	// otherwise queue behind. A PostgreSQL crash can forget the last
 	// fraction of a second of them; the rows then return to their previous
 	// state and are delivered again: a repeat, never a loss, the same
-	// window as a crash of whguard itself.
+	// window as a crash of whguard itself. Generic plans, like ingest.
 	queue *pgxpool.Pool
 	log   *zap.Logger
 	// instance tags this process's NOTIFYs so its own LISTEN ignores them
@@ -58,6 +62,12 @@ type Postgres struct {
 	// alwaysVacuum and warnedVacuum: see vacuumIfNeeded.
 	alwaysVacuum bool
 	warnedVacuum atomic.Bool
+	// growth re-plans the hot statements as the journal grows (plans.go).
+	growth growth
+	// bg bounds background work (stopBG ends it); bgWork waits for it.
+	bg     context.Context
+	stopBG context.CancelFunc
+	bgWork sync.WaitGroup
 }
 
 // notifyEvery is the shortest interval between two NOTIFYs of a process.
@@ -72,31 +82,38 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		return nil, errors.New("parse WHGUARD_DATABASE_URL: not a valid postgres connection string")
 	}
 	pc.MaxConns = cmp.Or(cfg.MaxConns, 16)
-	// Every statement is planned for its parameters and the table as it
-	// is now (plan_cache_mode=force_custom_plan). whguard's tables start
-	// empty and grow by thousands of rows a second, and a cached generic
-	// plan is only rebuilt after an ANALYZE: under PostgreSQL's default
-	// (auto) a plan chosen while the journal was nearly empty kept
-	// scanning whole tables long after (measured: an append, lease or
-	// outcome doing a sequential scan of 60 000 rows, a 95 ms lease,
-	// deliveries down from 8 700/s to 1 200/s until the next ANALYZE;
-	// forcing generic plans did the same at scale). The price is planning:
-	// ~0.2 ms per statement, about 30 % of PostgreSQL's CPU under load
-	// (perf, BENCHMARKS.md), for batched statements. A plan_cache_mode in
-	// WHGUARD_DATABASE_URL still wins.
-	if _, set := pc.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
+	pc.ConnConfig.ConnectTimeout = cmp.Or(pc.ConnConfig.ConnectTimeout, 5*time.Second)
+	// The hot pools run generic plans, the general pool custom ones
+	// (plans.go says why); a plan_cache_mode in WHGUARD_DATABASE_URL wins
+	// in every pool.
+	_, urlSetsPlans := pc.ConnConfig.RuntimeParams["plan_cache_mode"]
+	hotConfig := func(conns int32) *pgxpool.Config {
+		c := pc.Copy()
+		c.MaxConns = conns
+		if !urlSetsPlans {
+			c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+		}
+		return c
+	}
+	if !urlSetsPlans {
 		pc.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_custom_plan"
 	}
-	pc.ConnConfig.ConnectTimeout = cmp.Or(pc.ConnConfig.ConnectTimeout, 5*time.Second)
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres pool: %w", err)
 	}
-	qc := pc.Copy()
-	qc.MaxConns = max(pc.MaxConns/2, 4)
+	// Appends need a handful of connections: the group committer keeps
+	// at most two commits in flight.
+	ingest, err := pgxpool.NewWithConfig(ctx, hotConfig(4))
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open postgres ingest pool: %w", err)
+	}
+	qc := hotConfig(max(pc.MaxConns/2, 4))
 	qc.ConnConfig.RuntimeParams["synchronous_commit"] = "off"
 	queue, err := pgxpool.NewWithConfig(ctx, qc)
 	if err != nil {
+		ingest.Close()
 		pool.Close()
 		return nil, fmt.Errorf("open postgres queue pool: %w", err)
 	}
@@ -106,12 +123,17 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &Postgres{pool: pool, queue: queue, log: log, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}, nil
+	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
+	p.bg, p.stopBG = context.WithCancel(context.Background())
+	return p, nil
 }
 
-// Close releases every connection.
+// Close stops the store's background work and releases every connection.
 func (p *Postgres) Close() {
+	p.stopBG()
+	p.bgWork.Wait()
 	p.queue.Close()
+	p.ingest.Close()
 	p.pool.Close()
 }
 
@@ -215,7 +237,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// every key that was not new. Under load the CPU is shared with
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
-	rows, err := p.pool.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
+	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
 		NotifyChannel, notify, leaseSecs, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
@@ -258,6 +280,9 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	if inserted && notify != "" {
 		p.lastNotify.Store(notifyAt)
 	}
+	if inserted {
+		p.grew(countTrue(isNew))
+	}
 
 	// Rare: a key neither inserted nor visible to that statement's snapshot
 	// was committed by a concurrent batch while ours waited on the unique
@@ -270,7 +295,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	}
 	if len(lookProv) > 0 {
 		found := map[[2]string]existingRow{}
-		rows, err := p.pool.Query(ctx, sqlExistingByKey, lookProv, lookID)
+		rows, err := p.ingest.Query(ctx, sqlExistingByKey, lookProv, lookID)
 		if err != nil {
 			return nil, fmt.Errorf("look up existing events: %w", err)
 		}
@@ -315,7 +340,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		if err != nil {
 			return nil, err
 		}
-		if _, err := p.pool.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body)); err != nil {
+		if _, err := p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body)); err != nil {
 			return nil, fmt.Errorf("record conflict: %w", err)
 		}
 	}

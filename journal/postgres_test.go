@@ -11,6 +11,8 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/google/uuid"
+
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 )
@@ -264,7 +266,7 @@ func deliveredEvent(t *testing.T, s *journal.Postgres, eventID string) journal.D
 // for the table as it is (a generic plan cached while the journal was
 // empty kept scanning whole tables as it grew), and that
 // WHGUARD_DATABASE_URL can still choose otherwise.
-func TestPlansAreCustom(t *testing.T) {
+func TestPlanModeInURLWins(t *testing.T) {
 	ctx := context.Background()
 	u, drop, err := testdb.Create(ctx, "plan")
 	if err != nil {
@@ -276,21 +278,194 @@ func TestPlansAreCustom(t *testing.T) {
 		sep = "&"
 	}
 	for _, c := range []struct{ url, want string }{
-		{u, "force_custom_plan"},
 		{u + sep + "plan_cache_mode=auto", "auto"},
 	} {
 		s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: c.url})
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The general pool, and the hot pools once they have connections.
+		if _, err := s.Migrate(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, []journal.Event{ev("modes", "e1", "h")}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Lease(ctx, 1, time.Minute); err != nil {
+			t.Fatal(err)
+		}
 		var mode string
-		err = s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode)
-		s.Close()
+		if err := s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil {
+			t.Fatal(err)
+		}
+		modes := []string{mode}
+		conns, err := journal.HotConns(ctx, s)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if mode != c.want {
-			t.Errorf("%s: plan_cache_mode = %q, want %q", c.url, mode, c.want)
+		for _, c := range conns {
+			if err := c.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil {
+				t.Fatal(err)
+			}
+			modes = append(modes, mode)
+			c.Release()
 		}
+		s.Close()
+		if len(modes) < 3 {
+			t.Fatalf("only %d pools answered", len(modes))
+		}
+		for _, m := range modes {
+			if m != c.want {
+				t.Errorf("%s: plan_cache_mode = %q, want %q", c.url, m, c.want)
+			}
+		}
+	}
+}
+
+// The hot statements run generic plans, and those plans follow the
+// journal as it grows: statements first planned on an empty journal and
+// executed again after it has grown to 30 000 events go by index, never by
+// a sequential scan of the events or payloads table.
+func TestHotPlansFollowTheJournal(t *testing.T) {
+	ctx := context.Background()
+	u, drop, err := testdb.Create(ctx, "growth")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	if err := s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_custom_plan" {
+		t.Fatalf("general pool: plan_cache_mode %q (%v), want force_custom_plan", mode, err)
+	}
+
+	// One round of every hot statement while the journal is empty, then
+	// again once it has grown.
+	round := func(prefix string, n int) {
+		t.Helper()
+		evs := make([]journal.Event, n)
+		for i := range evs {
+			evs[i] = ev("growth", fmt.Sprintf("%s-%d", prefix, i), "h")
+			evs[i].Body = []byte(`{"n":1}`)
+		}
+		if _, err := s.Append(ctx, evs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Append(ctx, evs[:1]); err != nil { // a duplicate: the lookup branch
+			t.Fatal(err)
+		}
+		ds, err := s.Lease(ctx, 10, time.Minute)
+		if err != nil || len(ds) == 0 {
+			t.Fatalf("lease: %d %v", len(ds), err)
+		}
+		fs := make([]journal.Finish, len(ds))
+		for i, d := range ds {
+			fs[i] = finish(d, "done", 200)
+		}
+		if _, err := s.Complete(ctx, fs); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Release(ctx, []int64{ds[0].ID}, []uuid.UUID{ds[0].LeaseToken}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.ReapExpired(ctx, 5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	round("empty", 20)
+	for b := range 300 {
+		round(fmt.Sprintf("grow%d", b), 100)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		done, running := journal.GrowthAnalyzes(s)
+		if done >= 3 && !running {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("growth analyzes: %d done, running %v", done, running)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	round("grown", 20)
+
+	conns, err := journal.HotConns(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	checked := map[string]bool{}
+	for _, c := range conns {
+		if err := c.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_generic_plan" {
+			t.Fatalf("hot pool: plan_cache_mode %q (%v), want force_generic_plan", mode, err)
+		}
+		rows, err := c.Query(ctx, `SELECT name, statement, coalesce(array_length(parameter_types, 1), 0), generic_plans, custom_plans
+			FROM pg_prepared_statements WHERE statement LIKE '%whguard_events%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type stmt struct {
+			name, text      string
+			params          int
+			generic, custom int64
+		}
+		var stmts []stmt
+		for rows.Next() {
+			var st stmt
+			if err := rows.Scan(&st.name, &st.text, &st.params, &st.generic, &st.custom); err != nil {
+				t.Fatal(err)
+			}
+			stmts = append(stmts, st)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		for _, st := range stmts {
+			short := strings.Join(strings.Fields(st.text), " ")[:40]
+			if st.custom != 0 || st.generic == 0 {
+				t.Errorf("%s…: %d generic and %d custom plans, want only generic", short, st.generic, st.custom)
+			}
+			args := strings.TrimSuffix(strings.Repeat("NULL,", st.params), ",")
+			call := "EXPLAIN EXECUTE " + st.name
+			if st.params > 0 {
+				call += "(" + args + ")"
+			}
+			prows, err := c.Query(ctx, call)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var plan []string
+			for prows.Next() {
+				var line string
+				if err := prows.Scan(&line); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, line)
+			}
+			if err := prows.Err(); err != nil {
+				t.Fatal(err)
+			}
+			text := strings.Join(plan, "\n")
+			for _, bad := range []string{"Seq Scan on whguard_events", "Seq Scan on whguard_payloads"} {
+				if strings.Contains(text, bad) {
+					t.Errorf("plan of %s… has %q:\n%s", short, bad, text)
+				}
+			}
+			checked[short] = true
+		}
+	}
+	if len(checked) < 5 { // append, existing-by-key, lease, complete, release, reap
+		t.Errorf("checked only %d hot statements: %v", len(checked), checked)
 	}
 }

@@ -1,0 +1,21 @@
+package journal
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// HotConns acquires every idle connection of the ingest and queue pools
+// (tests inspect their prepared statements); release each when done.
+func HotConns(ctx context.Context, p *Postgres) ([]*pgxpool.Conn, error) {
+	a, err := p.ingest.AcquireAllIdle(ctx), error(nil)
+	b := p.queue.AcquireAllIdle(ctx)
+	return append(a, b...), err
+}
+
+// GrowthAnalyzes reports how many ANALYZEs the store ran as it grew, and
+// whether one is running.
+func GrowthAnalyzes(p *Postgres) (done int64, running bool) {
+	return p.growth.analyzes.Load(), p.growth.running.Load()
+}

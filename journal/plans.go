@@ -1,0 +1,101 @@
+package journal
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Query plans. PostgreSQL plans a prepared statement either for each
+// execution (a custom plan, for its parameters and the table as it is) or
+// once per connection (a generic plan, kept until the statistics of a
+// table it reads change). Planning whguard's hot statements every time
+// cost about 30 % of PostgreSQL's CPU under load (perf, BENCHMARKS.md), so
+// the ingest and queue pools run generic plans (plan_cache_mode=
+// force_generic_plan) and the general pool, whose inspector queries take
+// optional filters that a generic plan cannot prune, keeps custom plans.
+//
+// A generic plan is only as good as the statistics it was built from, and
+// whguard's tables start empty and grow by thousands of rows a second: a
+// plan built while the journal was nearly empty scanned whole tables long
+// after they had grown (measured: an append, lease or outcome doing a
+// sequential scan of 60 000 rows, a 95 ms lease, deliveries down from
+// 8 700/s to 1 200/s until the next ANALYZE). So a process that appends
+// analyzes the journal's two hot tables itself each time the rows it has
+// appended reach the table's size at the last analyze (at 1 000, then
+// about every doubling): an ANALYZE updates the statistics and makes every
+// session, on every replica, re-plan the statements that read those
+// tables. A table that only doubles a few times costs a few ANALYZEs (each
+// samples at most 30 000 rows); after that, autovacuum's (or whguard's own
+// vacuum's) ANALYZE keeps the statistics current.
+
+// firstAnalyzeAt is how many new events a process appends before its first
+// ANALYZE of the hot tables.
+const firstAnalyzeAt = 1000
+
+// growth counts the events this process appended and when to analyze next.
+type growth struct {
+	appended atomic.Int64
+	next     atomic.Int64 // 0 means firstAnalyzeAt
+	running  atomic.Bool
+	analyzes atomic.Int64 // completed, for tests and logs
+}
+
+// grew records n newly appended events and starts an ANALYZE in the
+// background when they reach the next threshold (never two at once).
+func (p *Postgres) grew(n int) {
+	g := &p.growth
+	total := g.appended.Add(int64(n))
+	next := g.next.Load()
+	if next == 0 {
+		next = firstAnalyzeAt
+	}
+	if total < next || !g.running.CompareAndSwap(false, true) {
+		return
+	}
+	p.bgWork.Add(1)
+	go func() {
+		defer p.bgWork.Done()
+		defer g.running.Store(false)
+		ctx, cancel := context.WithTimeout(p.bg, time.Minute)
+		defer cancel()
+		rows, err := p.analyzeHotTables(ctx)
+		if err != nil {
+			// Try again after as many events again.
+			g.next.Store(total + max(total, firstAnalyzeAt))
+			if p.bg.Err() == nil {
+				p.log.Warn("analyze the journal as it grows", zap.Error(err))
+			}
+			return
+		}
+		g.next.Store(total + max(rows, firstAnalyzeAt))
+		g.analyzes.Add(1)
+	}()
+}
+
+// analyzeHotTables analyzes the tables the hot statements read and returns
+// the events table's estimated row count.
+func (p *Postgres) analyzeHotTables(ctx context.Context) (int64, error) {
+	start := time.Now()
+	if _, err := p.pool.Exec(ctx, `ANALYZE whguard_events, whguard_payloads`); err != nil {
+		return 0, err
+	}
+	var rows float64
+	if err := p.pool.QueryRow(ctx, `SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = 'whguard_events'::regclass`).Scan(&rows); err != nil {
+		return 0, err
+	}
+	p.log.Debug("analyzed the journal as it grew", zap.Float64("rows", rows), zap.Duration("took", time.Since(start)))
+	return int64(rows), nil
+}
+
+func countTrue(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
+}
