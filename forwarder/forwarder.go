@@ -81,7 +81,8 @@ type Config struct {
 	Targets map[string]Target
 	// Timeout bounds one delivery (WHGUARD_FORWARD_TIMEOUT).
 	Timeout time.Duration
-	// Concurrency is the number of deliveries in flight at most.
+	// Concurrency bounds the requests to the backends in flight; as many
+	// finished deliveries may be waiting for their outcome to be written.
 	Concurrency int
 	// Policy is the retry policy; zero fields take the defaults.
 	Policy Policy
@@ -164,7 +165,7 @@ type Forwarder struct {
 	// every slot was busy. Only then does a finished delivery wake the
 	// fetcher; otherwise new rows announce themselves.
 	backlog atomic.Bool
-	// claims counts the slots held by claims (Claim to end of delivery).
+	// claims counts the slots held by claims (Claim to end of attempt).
 	claims atomic.Int32
 
 	mu       sync.Mutex
@@ -173,7 +174,14 @@ type Forwarder struct {
 	stopping chan struct{} // closed by Stop: no more leasing
 	loops    sync.WaitGroup
 	inflight sync.WaitGroup
-	slots    chan struct{}
+	// slots bounds the requests to the backends (Concurrency): one is
+	// held from lease or claim until the attempt's answer is in. records
+	// bounds the finished attempts whose outcome is still being written
+	// (Concurrency too): a slot is handed over to a record, so the next
+	// delivery starts while the outcome waits for its batch, and when
+	// outcomes back up the slots stay held and leasing stops.
+	slots   chan struct{}
+	records chan struct{}
 	// deliverCtx is cancelled when the shutdown deadline passes, to
 	// interrupt deliveries still running; their leases are released.
 	deliverCtx    context.Context
@@ -192,6 +200,7 @@ func New(cfg Config) (*Forwarder, error) {
 		wake:     make(chan struct{}, 1),
 		stopping: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
+		records:  make(chan struct{}, cfg.Concurrency),
 	}
 	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout},
 		func(ctx context.Context, fs []journal.Finish) ([]bool, error) {
@@ -335,7 +344,7 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 			for _, d := range leased {
 				f.slots <- struct{}{}
 				f.inflight.Add(1)
-				go f.deliver(d, recordBy)
+				go f.deliver(d, recordBy, false)
 			}
 			if len(leased) < n {
 				f.backlog.Store(false)
@@ -444,10 +453,7 @@ func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 // from before the commit, so never past the row's real lease).
 func (f *Forwarder) Dispatch(d journal.Delivery) {
 	f.cfg.Metrics.claimed(d.Provider)
-	go func() {
-		defer f.claims.Add(-1)
-		f.deliver(d, d.LeaseExpiresAt.Add(-time.Second))
-	}()
+	go f.deliver(d, d.LeaseExpiresAt.Add(-time.Second), true)
 }
 
 // Unclaim gives back a claim whose event was not inserted (a duplicate,
@@ -457,10 +463,31 @@ func (f *Forwarder) Unclaim() {
 	f.freeSlot()
 }
 
-// freeSlot ends one delivery (or claim).
+// freeSlot ends one delivery (or claim) before its outcome is recorded:
+// interrupted, or given back.
 func (f *Forwarder) freeSlot() {
-	<-f.slots
+	f.releaseSlot()
 	f.inflight.Done()
+}
+
+// toRecord hands a delivery's slot over to the recording of its outcome,
+// waiting while Concurrency outcomes are already being recorded.
+func (f *Forwarder) toRecord(claimed bool) {
+	f.records <- struct{}{}
+	if claimed {
+		f.claims.Add(-1)
+	}
+	f.releaseSlot()
+}
+
+// recorded ends a delivery whose outcome is written (or given up).
+func (f *Forwarder) recorded() {
+	<-f.records
+	f.inflight.Done()
+}
+
+func (f *Forwarder) releaseSlot() {
+	<-f.slots
 	// With rows waiting, lease again once a quarter of the slots are
 	// free rather than after every delivery: fewer, larger leases
 	// (one statement per row leased stops scaling at a few thousand
@@ -470,14 +497,16 @@ func (f *Forwarder) freeSlot() {
 	}
 }
 
-// deliver runs one attempt and records its outcome by recordBy.
-func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
-	defer f.freeSlot()
+// deliver runs one attempt and records its outcome by recordBy. claimed
+// says the slot came from Claim.
+func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time, claimed bool) {
 	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
 		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
 	target, ok := f.cfg.Targets[d.Provider]
 	if !ok {
 		// Configuration changed under journaled events: keep them, retry later.
+		f.toRecord(claimed)
+		defer f.recorded()
 		f.finish(log, d, recordBy, journal.Finish{Status: journal.StatusRetry,
 			RetryIn:   f.cfg.Policy.MaxDelay,
 			LastError: "no backend configured for provider " + d.Provider,
@@ -488,6 +517,10 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 	if f.deliverCtx.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
+		if claimed {
+			defer f.claims.Add(-1)
+		}
+		defer f.freeSlot()
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		if _, err := f.cfg.Store.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken}); err != nil {
@@ -510,6 +543,8 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time) {
 		}
 	}
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
+	f.toRecord(claimed)
+	defer f.recorded()
 	switch dec.Outcome {
 	case OutcomeDone:
 		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))

@@ -802,3 +802,76 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// heldOutcomes is a journal whose Complete waits while its gate is closed.
+type heldOutcomes struct {
+	journal.Store
+	gate chan struct{}
+}
+
+func (h *heldOutcomes) Complete(ctx context.Context, fs []journal.Finish) ([]int64, error) {
+	select {
+	case <-h.gate:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	return h.Store.Complete(ctx, fs)
+}
+
+// A delivery's slot is free once the backend has answered: the next
+// delivery starts while the outcome waits to be written. The outcomes
+// waiting are bounded too (Concurrency of them): then the slots stay
+// held and nothing more is leased.
+func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
+	j := openJournal(t, "postgres")
+	const events = 10
+	for i := range events {
+		appendEvent(t, j, fmt.Sprintf("evt_pipelined_%d", i))
+	}
+	var arrived, inFlight, most atomic.Int32
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived.Add(1)
+		n := inFlight.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(5 * time.Millisecond)
+		inFlight.Add(-1)
+	}))
+	defer backend.Close()
+	h := &heldOutcomes{Store: j, gate: make(chan struct{})}
+	openGate := sync.OnceFunc(func() { close(h.gate) })
+	t.Cleanup(openGate) // before Stop: nothing may stay blocked
+	startForwarder(t, h, backend.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = 20 * time.Millisecond })
+
+	// Two attempts, their outcomes held; two more attempts; then both
+	// the slots and the outcome places are taken.
+	deadline := time.Now().Add(5 * time.Second)
+	for arrived.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond) // ten polls: room for a fifth, if anything allowed it
+	if got := arrived.Load(); got != 4 {
+		t.Fatalf("%d deliveries reached the backend while outcomes were held, want 4 (2 recording, 2 waiting to)", got)
+	}
+	openGate()
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByStatus[journal.StatusDone] == events {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all delivered: %v", st.ByStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if got := arrived.Load(); got != events {
+		t.Errorf("backend saw %d requests for %d events", got, events)
+	}
+	if m := most.Load(); m > 2 {
+		t.Errorf("%d requests in flight at once, want at most Concurrency (2)", m)
+	}
+}
