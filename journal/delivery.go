@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 )
 
@@ -75,10 +76,12 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		d       Delivery
 		headers []byte
 		base    int
+		token   pgtype.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
-		&d.LeaseToken, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
+		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
 		c := d
+		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
 		c.Headers = http.Header{}
 		if err := json.Unmarshal(headers, &c.Headers); err != nil {
@@ -106,14 +109,14 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 		return nil, nil
 	}
 	n := len(fs)
-	ids, tokens := make([]int64, n), make([]uuid.UUID, n)
+	ids, tokens := make([]int64, n), make([]pgtype.UUID, n)
 	statuses, lastErrs := make([]string, n), make([]string, n)
 	retryIn := make([]float64, n)
 	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
 	started := make([]time.Time, n)
 	errs, excerpts := make([]string, n), make([]string, n)
 	for i, f := range fs {
-		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, f.LeaseToken, f.Status, f.LastError
+		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, pgUUID(f.LeaseToken), f.Status, f.LastError
 		retryIn[i] = f.RetryIn.Seconds()
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
@@ -133,7 +136,11 @@ func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID)
 	if len(ids) != len(tokens) {
 		return 0, fmt.Errorf("release: %d ids but %d tokens", len(ids), len(tokens))
 	}
-	tag, err := p.queue.Exec(ctx, sqlRelease, ids, tokens)
+	toks := make([]pgtype.UUID, len(tokens))
+	for i, t := range tokens {
+		toks[i] = pgUUID(t)
+	}
+	tag, err := p.queue.Exec(ctx, sqlRelease, ids, toks)
 	if err != nil {
 		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)
 	}
@@ -224,3 +231,8 @@ SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END
     lease_expires_at = NULL,
     updated_at = now()
 WHERE status = 'processing' AND lease_expires_at < now()`
+
+// pgUUID converts a token to pgx's own UUID type: a uuid.UUID goes through
+// its driver.Valuer (a string, parsed again, with an error built and
+// discarded per element), which was ~6 % of whguard's CPU under load.
+func pgUUID(u uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }

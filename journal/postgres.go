@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 )
@@ -206,11 +206,11 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	paths, queries := make([]string, n), make([]string, n)
 	headers, bodies := make([][]byte, n), make([][]byte, n)
 	received := make([]time.Time, n)
-	leaseSecs, tokens := make([]float64, n), make([]uuid.UUID, n)
+	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
-		leaseSecs[i], tokens[i] = e.ev.LeaseFor.Seconds(), e.ev.LeaseToken
+		leaseSecs[i], tokens[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken)
 		claimsOnly = claimsOnly && e.ev.LeaseFor > 0
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
