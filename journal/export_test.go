@@ -19,3 +19,13 @@ func HotConns(ctx context.Context, p *Postgres) ([]*pgxpool.Conn, error) {
 func GrowthAnalyzes(p *Postgres) (done int64, running bool) {
 	return p.growth.analyzes.Load(), p.growth.running.Load()
 }
+
+// WriterSynchronous reads the embedded journal's writer connection's
+// synchronous setting (1 NORMAL, 2 FULL) between transactions.
+func WriterSynchronous(ctx context.Context, s *SQLite) (int, error) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	var v int
+	err := s.w.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&v)
+	return v, err
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/whguard/whguard/journal"
 )
@@ -43,4 +44,49 @@ func TestSQLiteOneProcessAndDurableAcrossReopen(t *testing.T) {
 	if err != nil || len(evs) != 1 || evs[0].EventID != "kept" {
 		t.Fatalf("after reopen: %+v %v", evs, err)
 	}
+}
+
+// Appends are synced at commit (synchronous=FULL) even right after a
+// delivery-state change, which runs at synchronous=NORMAL.
+func TestSQLiteAppendsStayDurableBetweenStateChanges(t *testing.T) {
+	ctx := context.Background()
+	s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "whguard.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := func(step string, mode int) {
+		t.Helper()
+		got, err := journal.WriterSynchronous(ctx, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != mode {
+			t.Fatalf("after %s: synchronous=%d, want %d", step, got, mode)
+		}
+	}
+	if _, err := s.Append(ctx, []journal.Event{ev("sync", "e1", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	want("append", 2)
+	ds, err := s.Lease(ctx, 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("lease: %d %v", len(ds), err)
+	}
+	want("lease", 1)
+	if _, err := s.Append(ctx, []journal.Event{ev("sync", "e2", "h")}); err != nil {
+		t.Fatal(err)
+	}
+	want("append after a lease", 2)
+	if _, err := s.Complete(ctx, []journal.Finish{finish(ds[0], journal.StatusDone, 200)}); err != nil {
+		t.Fatal(err)
+	}
+	want("complete", 1)
+	if err := s.Replay(ctx, ds[0].ID, "test"); err != nil {
+		t.Fatal(err)
+	}
+	want("replay", 2)
 }
