@@ -187,6 +187,9 @@ type Forwarder struct {
 	deliverCtx    context.Context
 	cancelDeliver context.CancelFunc
 	cancelLoops   context.CancelFunc
+	// stopGrace bounds Stop's wait for interrupted deliveries after its
+	// deadline.
+	stopGrace time.Duration
 }
 
 // New checks the configuration and builds a stopped Forwarder.
@@ -201,6 +204,8 @@ func New(cfg Config) (*Forwarder, error) {
 		stopping: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		records:  make(chan struct{}, cfg.Concurrency),
+		// A release, or an outcome statement already running.
+		stopGrace: releaseTimeout + completeTimeout,
 	}
 	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout},
 		func(ctx context.Context, fs []journal.Finish) ([]bool, error) {
@@ -300,7 +305,16 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 		err = ctx.Err()
 		f.log.Warn("shutdown deadline reached: interrupting deliveries and releasing their leases")
 		f.cancelDeliver()
-		<-done
+		// Interrupted deliveries hand their leases back and outcomes being
+		// written give up within their statement timeouts. Anything still
+		// running after that is a claim never dispatched nor given back (a
+		// bug): do not hang the shutdown on it; its lease expires.
+		select {
+		case <-done:
+		case <-time.After(f.stopGrace):
+			f.log.Error("deliveries still unfinished well after the shutdown deadline; their leases expire and they are delivered again",
+				zap.Duration("waited", f.stopGrace))
+		}
 	}
 	f.cancelDeliver()
 	return err

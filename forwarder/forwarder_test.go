@@ -875,3 +875,39 @@ func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
 		t.Errorf("%d requests in flight at once, want at most Concurrency (2)", m)
 	}
 }
+
+// A claim that is never dispatched nor given back (a caller's bug) does
+// not hang the shutdown: Stop returns shortly after its deadline.
+func TestStopDoesNotHangOnALeakedClaim(t *testing.T) {
+	j := openJournal(t, "postgres")
+	f, err := forwarder.New(forwarder.Config{
+		Store: j, Targets: map[string]forwarder.Target{"acme": {BackendURL: "http://127.0.0.1:1"}},
+		PollInterval: time.Hour, Logger: zaptest.NewLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forwarder.SetStopGrace(f, 200*time.Millisecond)
+	if err := f.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.Claim(); !ok {
+		t.Fatal("claim refused with every slot free")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	stopped := make(chan error, 1)
+	go func() { stopped <- f.Stop(ctx) }()
+	select {
+	case err := <-stopped:
+		if err == nil {
+			t.Error("Stop reported no interruption")
+		}
+		if took := time.Since(start); took < 300*time.Millisecond {
+			t.Errorf("Stop returned after %s, before its deadline and grace", took)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Stop hung on a leaked claim")
+	}
+}
