@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 )
@@ -127,12 +128,12 @@ const (
 	expectEnd                            // after the top-level value
 )
 
-// frame is an object or array being built.
+// frame is an object or array being built: its members or elements are
+// jsonParser.members[start:] or jsonParser.elems[start:].
 type frame struct {
-	object  bool
-	key     string // pending key of an object member
-	elems   []jsonValue
-	members []jsonMember
+	object bool
+	key    string // pending key of an object member
+	start  int
 }
 
 // jsonParser is an iterative (non-recursive) JSON parser: its work and
@@ -141,8 +142,16 @@ type frame struct {
 // is both too deep and malformed is reported as not JSON.
 type jsonParser struct {
 	b   []byte
+	s   string // b as a string, made once: strings and numbers that need no rewriting are slices of it
 	i   int
 	buf []byte // scratch for strings and number digits
+
+	// members and elems hold the members and elements of every open
+	// container, innermost last; a container that closes gets its own
+	// exact-size copy (one allocation per container instead of one per
+	// growth of its slice).
+	members []jsonMember
+	elems   []jsonValue
 
 	tooDeep bool // nesting went past MaxDepth: stop building, keep checking syntax
 	dupKey  bool // some object repeated a key
@@ -150,9 +159,20 @@ type jsonParser struct {
 
 // parseJSON parses b into a jsonValue (see Canonicalize for the errors).
 func parseJSON(b []byte) (jsonValue, error) {
-	p := jsonParser{b: b}
-	return p.parse()
+	p := parsers.Get().(*jsonParser)
+	p.b, p.s, p.i, p.tooDeep, p.dupKey = b, string(b), 0, false, false
+	v, err := p.parse()
+	// The values returned own their slices (copies of the scratch) and
+	// their strings (slices of p.s, or copies): the scratch can be reused.
+	clear(p.members)
+	clear(p.elems)
+	p.members, p.elems, p.b, p.s = p.members[:0], p.elems[:0], nil, ""
+	parsers.Put(p)
+	return v, err
 }
+
+// parsers recycles the parsers' scratch space across requests.
+var parsers = sync.Pool{New: func() any { return new(jsonParser) }}
 
 func (p *jsonParser) syntaxError(what string) error {
 	if p.i >= len(p.b) {
@@ -176,9 +196,9 @@ func (p *jsonParser) parse() (jsonValue, error) {
 			if n := len(frames); n == 0 {
 				root = v
 			} else if f := &frames[n-1]; f.object {
-				f.members = append(f.members, jsonMember{key: f.key, val: v})
+				p.members = append(p.members, jsonMember{key: f.key, val: v})
 			} else {
-				f.elems = append(f.elems, v)
+				p.elems = append(p.elems, v)
 			}
 		}
 		if len(kinds) == 0 {
@@ -259,10 +279,16 @@ func (p *jsonParser) parse() (jsonValue, error) {
 				f := frames[len(frames)-1]
 				frames = frames[:len(frames)-1]
 				if f.object {
-					p.sortMembers(f.members)
-					emit(jsonValue{kind: kindObject, members: f.members})
+					ms := slices.Clone(p.members[f.start:])
+					clear(p.members[f.start:]) // drop references held by the scratch
+					p.members = p.members[:f.start]
+					p.sortMembers(ms)
+					emit(jsonValue{kind: kindObject, members: ms})
 				} else {
-					emit(jsonValue{kind: kindArray, elems: f.elems})
+					es := slices.Clone(p.elems[f.start:])
+					clear(p.elems[f.start:])
+					p.elems = p.elems[:f.start]
+					emit(jsonValue{kind: kindArray, elems: es})
 				}
 			} else {
 				emit(jsonValue{})
@@ -279,7 +305,11 @@ func (p *jsonParser) parse() (jsonValue, error) {
 				p.tooDeep = true
 			}
 			if !p.tooDeep {
-				frames = append(frames, frame{object: c == '{'})
+				start := len(p.elems)
+				if c == '{' {
+					start = len(p.members)
+				}
+				frames = append(frames, frame{object: c == '{', start: start})
 			}
 			if c == '{' {
 				state = expectKeyOrClose
@@ -359,33 +389,29 @@ func (p *jsonParser) sortMembers(ms []jsonMember) {
 }
 
 // compareUTF16 compares two valid UTF-8 strings by their UTF-16 code units,
-// the order RFC 8785 section 3.2.3 prescribes for object keys.
+// the order RFC 8785 section 3.2.3 prescribes for object keys. It is UTF-8
+// byte order except between a character above U+FFFF (lead byte 0xF0-0xF4,
+// a high surrogate U+D800-U+DBFF in UTF-16) and one in U+E000-U+FFFF (lead
+// byte 0xEE or 0xEF), where the former sorts first although its code point
+// is larger. Two characters of different classes differ in their lead
+// byte, so the first differing byte decides.
 func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if ra != rb {
-			// A character above U+FFFF starts with a high surrogate
-			// (U+D800–U+DBFF): it sorts before U+E000–U+FFFF although its
-			// code point is larger. Two such characters compare like their
-			// code points.
-			ua, ub := firstUnit(ra), firstUnit(rb)
-			if ua != ub {
-				return cmpInt(ua, ub)
-			}
-			return cmpInt(ra, rb)
+	n := min(len(a), len(b))
+	i := 0
+	for i < n && a[i] == b[i] {
+		i++
+	}
+	if i == n {
+		return cmpInt(len(a), len(b))
+	}
+	ca, cb := int(a[i]), int(b[i])
+	if ca >= 0xEE && cb >= 0xEE && (ca >= 0xF0) != (cb >= 0xF0) {
+		if ca >= 0xF0 {
+			return -1
 		}
-		a, b = a[na:], b[nb:]
+		return 1
 	}
-	return cmpInt(len(a), len(b))
-}
-
-func firstUnit(r rune) rune {
-	if r >= 0x10000 {
-		hi, _ := utf16.EncodeRune(r)
-		return hi
-	}
-	return r
+	return cmpInt(ca, cb)
 }
 
 func cmpInt[T ~int | ~int32](a, b T) int {
@@ -403,6 +429,31 @@ func cmpInt[T ~int | ~int32](a, b T) int {
 // escapes and lone surrogates.
 func (p *jsonParser) parseString() (string, error) {
 	p.i++ // opening quote
+	// Most strings have no escape: they are their own decoded text, a
+	// slice of p.s. An escape falls through to decoding into p.buf.
+	for j := p.i; j < len(p.b); {
+		c := p.b[j]
+		if c == '"' {
+			out := p.s[p.i:j]
+			p.i = j + 1
+			if p.tooDeep {
+				return "", nil
+			}
+			return out, nil
+		}
+		if c == '\\' || c < 0x20 {
+			break // decoded (or refused) below
+		}
+		if c < utf8.RuneSelf {
+			j++
+			continue
+		}
+		r, n := utf8.DecodeRune(p.b[j:])
+		if r == utf8.RuneError && n == 1 {
+			break // refused below, with its offset
+		}
+		j += n
+	}
 	p.buf = p.buf[:0]
 	for {
 		if p.i >= len(p.b) {
@@ -536,6 +587,17 @@ func (p *jsonParser) parseNumber() (string, error) {
 		}
 	default:
 		return "", p.syntaxError("a digit")
+	}
+
+	// A plain integer other than 0 and -0, up to 21 digits, is already
+	// canonical: the literal itself.
+	intEnd := p.i
+	if digits[0] != '0' && len(digits) <= 21 && (p.i >= len(p.b) || (p.b[p.i] != '.' && p.b[p.i] != 'e' && p.b[p.i] != 'E')) {
+		p.buf = digits
+		if p.tooDeep {
+			return "", nil
+		}
+		return p.s[start:intEnd], nil
 	}
 
 	// Fraction: '.' [0-9]+ ; its digits shift the exponent.
