@@ -55,9 +55,7 @@ func (p *Postgres) grew(n int) {
 	if total < next || !g.running.CompareAndSwap(false, true) {
 		return
 	}
-	p.bgWork.Add(1)
-	go func() {
-		defer p.bgWork.Done()
+	started := p.goBackground(func() {
 		defer g.running.Store(false)
 		ctx, cancel := context.WithTimeout(p.bg, time.Minute)
 		defer cancel()
@@ -72,7 +70,10 @@ func (p *Postgres) grew(n int) {
 		}
 		g.next.Store(total + max(rows, firstAnalyzeAt))
 		g.analyzes.Add(1)
-	}()
+	})
+	if !started {
+		g.running.Store(false)
+	}
 }
 
 // analyzeHotTables analyzes the tables the hot statements read and returns

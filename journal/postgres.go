@@ -64,10 +64,13 @@ type Postgres struct {
 	warnedVacuum atomic.Bool
 	// growth re-plans the hot statements as the journal grows (plans.go).
 	growth growth
-	// bg bounds background work (stopBG ends it); bgWork waits for it.
-	bg     context.Context
-	stopBG context.CancelFunc
-	bgWork sync.WaitGroup
+	// bg bounds background work (stopBG ends it); bgWork waits for it;
+	// bgClosed (under bgMu) refuses new work once Close has begun.
+	bg       context.Context
+	stopBG   context.CancelFunc
+	bgWork   sync.WaitGroup
+	bgMu     sync.Mutex
+	bgClosed bool
 }
 
 // notifyEvery is the shortest interval between two NOTIFYs of a process.
@@ -130,6 +133,9 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 
 // Close stops the store's background work and releases every connection.
 func (p *Postgres) Close() {
+	p.bgMu.Lock()
+	p.bgClosed = true
+	p.bgMu.Unlock()
 	p.stopBG()
 	p.bgWork.Wait()
 	p.queue.Close()
@@ -449,3 +455,18 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event
 
 const sqlInsertConflict = `
 INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body) VALUES ($1, $2, $3, $4)`
+
+// goBackground runs fn in the background unless the store is closing.
+func (p *Postgres) goBackground(fn func()) bool {
+	p.bgMu.Lock()
+	defer p.bgMu.Unlock()
+	if p.bgClosed {
+		return false
+	}
+	p.bgWork.Add(1)
+	go func() {
+		defer p.bgWork.Done()
+		fn()
+	}()
+	return true
+}
