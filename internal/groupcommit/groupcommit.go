@@ -30,6 +30,10 @@ type Config struct {
 	Timeout time.Duration
 	// OnFlush, when set, is told the size and duration of every flush.
 	OnFlush func(items int, took time.Duration, err error)
+	// Linger, when set, makes every flush wait that long for more calls
+	// unless MaxBatch items are already queued: larger batches for calls
+	// whose latency does not matter (a lone call then waits Linger).
+	Linger time.Duration
 }
 
 // Group batches calls to a Flush. It is safe for concurrent use.
@@ -39,6 +43,7 @@ type Group[T, R any] struct {
 	maxIn    int
 	timeout  time.Duration
 	onFlush  func(items int, took time.Duration, err error)
+	linger   time.Duration
 
 	mu       sync.Mutex
 	queue    []*call[T, R]
@@ -60,6 +65,7 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 		maxIn:    cmp.Or(cfg.MaxInFlight, 1),
 		timeout:  cmp.Or(cfg.Timeout, 10*time.Second),
 		onFlush:  cfg.OnFlush,
+		linger:   cfg.Linger,
 	}
 }
 
@@ -89,6 +95,9 @@ func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
 // run flushes queued calls until the queue is empty.
 func (g *Group[T, R]) run() {
 	for {
+		if n := g.queued(); g.linger > 0 && n > 0 && n < g.maxBatch {
+			time.Sleep(g.linger)
+		}
 		g.mu.Lock()
 		n, size := 0, 0
 		for n < len(g.queue) && (n == 0 || size+len(g.queue[n].items) <= g.maxBatch) {
@@ -129,4 +138,15 @@ func (g *Group[T, R]) run() {
 			close(c.done)
 		}
 	}
+}
+
+// queued counts the items waiting for a flush.
+func (g *Group[T, R]) queued() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, c := range g.queue {
+		n += len(c.items)
+	}
+	return n
 }

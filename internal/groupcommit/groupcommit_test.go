@@ -133,3 +133,45 @@ func TestCallerContextDoesNotCancelFlush(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 }
+
+// With Linger, calls arriving one after another within the linger share
+// one flush; a full batch does not wait.
+func TestLingerGathersCalls(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		batches []int
+	)
+	g := New(Config{MaxBatch: 4, Linger: 100 * time.Millisecond}, func(_ context.Context, items []int) ([]int, error) {
+		mu.Lock()
+		batches = append(batches, len(items))
+		mu.Unlock()
+		return items, nil
+	})
+	var wg sync.WaitGroup
+	for i := range 3 { // arriving 10 ms apart, well within the linger
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := g.Do(context.Background(), []int{i}); err != nil {
+				t.Error(err)
+			}
+		}()
+		time.Sleep(10 * time.Millisecond)
+	}
+	wg.Wait()
+	mu.Lock()
+	if len(batches) != 1 || batches[0] != 3 {
+		t.Fatalf("batches %v, want one of 3", batches)
+	}
+	batches = nil
+	mu.Unlock()
+
+	// A call of MaxBatch items is flushed without lingering.
+	start := time.Now()
+	if _, err := g.Do(context.Background(), []int{1, 2, 3, 4}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took >= 100*time.Millisecond {
+		t.Errorf("a full batch waited %s", took)
+	}
+}
