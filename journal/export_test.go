@@ -29,3 +29,6 @@ func WriterSynchronous(ctx context.Context, s *SQLite) (int, error) {
 	err := s.w.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&v)
 	return v, err
 }
+
+// SQLiteReap is the embedded journal's reap statement, for plan tests.
+const SQLiteReap = sqliteReap

@@ -57,10 +57,19 @@ type SQLite struct {
 	wmu sync.Mutex
 	// stmts holds the write path's prepared statements (guarded by wmu).
 	stmts map[string]*sql.Stmt
-	// lazySync: the writer connection is at synchronous=NORMAL (see
-	// writeState; guarded by wmu).
-	lazySync bool
+	// sync is the writer connection's synchronous mode (see writeState;
+	// guarded by wmu). The DSN opens it at FULL.
+	sync syncMode
 }
+
+// syncMode is a synchronous setting of the writer connection.
+type syncMode uint8
+
+const (
+	syncUnknown syncMode = iota
+	syncFull
+	syncNormal
+)
 
 var _ Store = (*SQLite)(nil)
 
@@ -147,16 +156,22 @@ func (s *SQLite) writeState(ctx context.Context, fn func(tx sqliteTx) error) err
 func (s *SQLite) writeTx(ctx context.Context, durable bool, fn func(tx sqliteTx) error) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	if s.lazySync != !durable {
-		mode := "FULL"
-		if !durable {
-			mode = "NORMAL"
-		}
-		// Between transactions; the writer has one connection.
-		if _, err := s.w.ExecContext(ctx, "PRAGMA synchronous = "+mode); err != nil {
+	want := syncFull
+	if !durable {
+		want = syncNormal
+	}
+	if s.sync != want {
+		// Between transactions (the writer has one connection), and never
+		// cancelled half way: the driver can report a cancelled context for
+		// a PRAGMA that took effect, and a connection believed FULL but
+		// really NORMAL would acknowledge appends before they are synced.
+		// On any error the mode is unknown and set again next time.
+		s.sync = syncUnknown
+		mode := map[syncMode]string{syncFull: "FULL", syncNormal: "NORMAL"}[want]
+		if _, err := s.w.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = "+mode); err != nil {
 			return fmt.Errorf("set synchronous=%s: %w", mode, err)
 		}
-		s.lazySync = !durable
+		s.sync = want
 	}
 	s.prepareHot(ctx)
 	tx, err := s.w.BeginTx(ctx, nil)
@@ -796,12 +811,15 @@ UPDATE whguard_events
 SET status = CASE WHEN attempts - 1 > budget_base OR last_error <> '' THEN 'retry' ELSE 'pending' END,
     attempts = attempts - 1, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND lease_token = ? AND status = 'processing'`
+	// "status <> 'done'" repeats whguard_events_undone's predicate: SQLite
+	// only uses a partial index when the query names its WHERE clause, and
+	// the reaper has no index of its own (migration 0004).
 	sqliteReap = `
 UPDATE whguard_events
 SET status = CASE WHEN attempts - budget_base >= ? THEN 'dead' ELSE 'retry' END,
     last_error = 'lease expired: the worker stopped or overran its lease',
     next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE status = 'processing' AND lease_expires_at < ?`
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
 )
 
 // sqliteHot lists them.

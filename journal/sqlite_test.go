@@ -2,6 +2,7 @@ package journal_test
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -89,4 +90,45 @@ func TestSQLiteAppendsStayDurableBetweenStateChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want("replay", 2)
+}
+
+// The reaper finds processing rows through an index, not by reading every
+// event (it runs every two seconds holding the single writer).
+func TestSQLiteReapUsesAnIndex(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "whguard.db")
+	s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("sqlite", "file:"+path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+journal.SQLiteReap, 5, time.Now(), time.Now(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	if !strings.Contains(text, "USING INDEX whguard_events_undone") || strings.Contains(text, "SCAN whguard_events") {
+		t.Fatalf("reap plan:\n%s", text)
+	}
 }
