@@ -208,8 +208,10 @@ func New(cfg Config) (*Forwarder, error) {
 		stopping: make(chan struct{}),
 		slots:    make(chan struct{}, cfg.Concurrency),
 		records:  make(chan struct{}, cfg.Concurrency),
-		// A release, or an outcome statement already running.
-		stopGrace: releaseTimeout + completeTimeout,
+		// A release; or an outcome statement already running, its retry
+		// pause, and one more for a delivery that was waiting for a
+		// place to record.
+		stopGrace: releaseTimeout + 2*(completeTimeout+2*time.Second),
 	}
 	// Outcomes linger a little for larger batches: their latency is
 	// nobody's (the slot is already free, the backend has answered), and
@@ -314,13 +316,14 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 		f.cancelDeliver()
 		// Interrupted deliveries hand their leases back and outcomes being
 		// written give up within their statement timeouts. Anything still
-		// running after that is a claim never dispatched nor given back (a
-		// bug): do not hang the shutdown on it; its lease expires.
+		// running after that (outcome writes to a stalled database, or a
+		// claim never dispatched nor given back) must not hang the
+		// shutdown: its lease expires and the event is delivered again.
 		select {
 		case <-done:
 		case <-time.After(f.stopGrace):
-			f.log.Error("deliveries still unfinished well after the shutdown deadline; their leases expire and they are delivered again",
-				zap.Duration("waited", f.stopGrace))
+			f.log.Error("deliveries or outcome writes still unfinished well after the shutdown deadline; their leases expire and they are delivered again",
+				zap.Int32("claims", f.claims.Load()), zap.Duration("waited", f.stopGrace))
 		}
 	}
 	f.cancelDeliver()

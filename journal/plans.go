@@ -24,8 +24,8 @@ import (
 // sequential scan of 60 000 rows, a 95 ms lease, deliveries down from
 // 8 700/s to 1 200/s until the next ANALYZE). So a process that appends
 // analyzes the journal's two hot tables itself each time the rows it has
-// appended reach the table's size at the last analyze (at 1 000, then
-// about every doubling): an ANALYZE updates the statistics and makes every
+// appended since reach the table's size at the last analyze (at 1 000,
+// then about every doubling): an ANALYZE updates the statistics and makes every
 // session, on every replica, re-plan the statements that read those
 // tables. A table that only doubles a few times costs a few ANALYZEs (each
 // samples at most 30 000 rows); after that, autovacuum's (or whguard's own
@@ -68,7 +68,10 @@ func (p *Postgres) grew(n int) {
 			}
 			return
 		}
-		g.next.Store(total + max(rows, firstAnalyzeAt))
+		// At least twice what this process has appended: an ANALYZE that
+		// changed nothing (a user that does not own the tables only gets
+		// a warning) is not retried every thousand events.
+		g.next.Store(total + max(rows, total, firstAnalyzeAt))
 		g.analyzes.Add(1)
 	})
 	if !started {

@@ -95,8 +95,10 @@ func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
 // run flushes queued calls until the queue is empty.
 func (g *Group[T, R]) run() {
 	for {
-		if n := g.queued(); g.linger > 0 && n > 0 && n < g.maxBatch {
-			time.Sleep(g.linger)
+		if g.linger > 0 {
+			if n := g.queued(); n > 0 && n < g.maxBatch {
+				time.Sleep(g.linger)
+			}
 		}
 		g.mu.Lock()
 		n, size := 0, 0
