@@ -151,6 +151,25 @@ func startForwarder(t *testing.T, j journal.Store, backend string, mod func(*for
 }
 
 // waitStatus polls the journal until the event reaches want.
+// waitAllDone waits until n events of the journal are done.
+func waitAllDone(t *testing.T, j journal.Store, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByStatus[journal.StatusDone] == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not all %d delivered: %v", n, st.ByStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func waitStatus(t *testing.T, j journal.Store, id int64, want string, within time.Duration) *journal.Detail {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -787,20 +806,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	g.open()
 	holdOpen()
 	// The backlog drains: every event is delivered.
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		st, err := j.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ByStatus[journal.StatusDone] == 12 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("backlog not drained: %v", st.ByStatus)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitAllDone(t, j, 12, 10*time.Second)
 }
 
 // heldOutcomes is a journal whose Complete waits while its gate is closed.
@@ -854,20 +860,7 @@ func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
 		t.Fatalf("%d deliveries reached the backend while outcomes were held, want 4 (2 recording, 2 waiting to)", got)
 	}
 	openGate()
-	deadline = time.Now().Add(10 * time.Second)
-	for {
-		st, err := j.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ByStatus[journal.StatusDone] == events {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all delivered: %v", st.ByStatus)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitAllDone(t, j, events, 10*time.Second)
 	if got := arrived.Load(); got != events {
 		t.Errorf("backend saw %d requests for %d events", got, events)
 	}
