@@ -24,12 +24,12 @@ import (
 // sequential scan of 60 000 rows, a 95 ms lease, deliveries down from
 // 8 700/s to 1 200/s until the next ANALYZE). So a process that appends
 // analyzes the journal's two hot tables itself each time the rows it has
-// appended since reach the table's size at the last analyze (at 1 000,
-// then about every doubling): an ANALYZE updates the statistics and makes every
-// session, on every replica, re-plan the statements that read those
-// tables. A table that only doubles a few times costs a few ANALYZEs (each
-// samples at most 30 000 rows); after that, autovacuum's (or whguard's own
-// vacuum's) ANALYZE keeps the statistics current.
+// appended since reach the table's size at the last analyze (at 1 000, then
+// about every doubling): an ANALYZE updates the statistics and makes every
+// session, on every replica, re-plan the statements that read those tables.
+// A table that only doubles a few times costs a few ANALYZEs (each samples
+// at most 30 000 rows); after that, autovacuum's (or whguard's own vacuum's)
+// ANALYZE keeps the statistics current.
 
 // firstAnalyzeAt is how many new events a process appends before its first
 // ANALYZE of the hot tables.

@@ -167,7 +167,10 @@ func (s *SQLite) writeTx(ctx context.Context, durable bool, fn func(tx sqliteTx)
 		// really NORMAL would acknowledge appends before they are synced.
 		// On any error the mode is unknown and set again next time.
 		s.sync = syncUnknown
-		mode := map[syncMode]string{syncFull: "FULL", syncNormal: "NORMAL"}[want]
+		mode := "FULL"
+		if want == syncNormal {
+			mode = "NORMAL"
+		}
 		if _, err := s.w.ExecContext(context.WithoutCancel(ctx), "PRAGMA synchronous = "+mode); err != nil {
 			return fmt.Errorf("set synchronous=%s: %w", mode, err)
 		}
