@@ -213,6 +213,7 @@ func New(cfg Config) (*Forwarder, error) {
 		// place to record.
 		stopGrace: releaseTimeout + 2*(completeTimeout+2*time.Second),
 	}
+	cfg.Metrics.observe(func() (int, int) { return len(f.slots), len(f.records) })
 	// Outcomes linger a little for larger batches: their latency is
 	// nobody's (the slot is already free, the backend has answered), and
 	// fewer, larger statements cost the database less per outcome.

@@ -847,7 +847,7 @@ func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
 	h := &heldOutcomes{Store: j, gate: make(chan struct{})}
 	openGate := sync.OnceFunc(func() { close(h.gate) })
 	t.Cleanup(openGate) // before Stop: nothing may stay blocked
-	startForwarder(t, h, backend.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = 20 * time.Millisecond })
+	_, reg := startForwarder(t, h, backend.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = 20 * time.Millisecond })
 
 	// Two attempts, their outcomes held; two more attempts; then both
 	// the slots and the outcome places are taken.
@@ -859,10 +859,22 @@ func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
 	if got := arrived.Load(); got != 4 {
 		t.Fatalf("%d deliveries reached the backend while outcomes were held, want 4 (2 recording, 2 waiting to)", got)
 	}
+	// Operators see it: both slots taken (by deliveries waiting to record)
+	// and both outcome places.
+	if in, pending := metricValue(t, reg, "whguard_deliveries_in_flight", nil), metricValue(t, reg, "whguard_outcomes_pending", nil); in != 2 || pending != 2 {
+		t.Errorf("in flight %v, outcomes pending %v; want 2 and 2", in, pending)
+	}
 	openGate()
 	waitAllDone(t, j, events, 10*time.Second)
 	if got := arrived.Load(); got != events {
 		t.Errorf("backend saw %d requests for %d events", got, events)
+	}
+	waitGauge := time.Now().Add(5 * time.Second) // the last outcome's flush returns after its rows are done
+	for metricValue(t, reg, "whguard_outcomes_pending", nil) != 0 && time.Now().Before(waitGauge) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if in, pending := metricValue(t, reg, "whguard_deliveries_in_flight", nil), metricValue(t, reg, "whguard_outcomes_pending", nil); in != 0 || pending != 0 {
+		t.Errorf("after the drain: in flight %v, outcomes pending %v; want 0 and 0", in, pending)
 	}
 	if m := most.Load(); m > 2 {
 		t.Errorf("%d requests in flight at once, want at most Concurrency (2)", m)

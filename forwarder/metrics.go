@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,9 @@ type Metrics struct {
 	expired    prometheus.Counter
 	retention  *prometheus.CounterVec
 	direct     *prometheus.CounterVec
+	// occupancy reads the forwarder's slots and outcome places at scrape
+	// time (set by New; nil before).
+	occupancy atomic.Pointer[func() (inFlight, recording int)]
 }
 
 // NewMetrics registers the delivery metrics on reg.
@@ -53,8 +57,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_dispatched_total",
 		Help: "Events claimed at ingest and delivered from memory without a lease statement (the rest are leased from the journal).",
 	}, []string{"provider"})
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct)
+	read := func(recording bool) func() float64 {
+		return func() float64 {
+			f := m.occupancy.Load()
+			if f == nil {
+				return 0
+			}
+			inFlight, rec := (*f)()
+			if recording {
+				return float64(rec)
+			}
+			return float64(inFlight)
+		}
+	}
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "whguard_deliveries_in_flight",
+		Help: "Deliveries holding a slot: requests to the backends in flight, at most WHGUARD_FORWARD_CONCURRENCY.",
+	}, read(false))
+	recording := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "whguard_outcomes_pending",
+		Help: "Finished deliveries whose outcome is still being written; at WHGUARD_FORWARD_CONCURRENCY the database is the bottleneck.",
+	}, read(true))
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, inFlight, recording)
 	return m
+}
+
+// observe makes the occupancy gauges read f.
+func (m *Metrics) observe(f func() (inFlight, recording int)) {
+	if m == nil {
+		return
+	}
+	m.occupancy.Store(&f)
 }
 
 func (m *Metrics) delivery(provider, outcome string, d time.Duration) {
