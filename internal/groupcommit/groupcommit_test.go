@@ -141,7 +141,7 @@ func TestLingerGathersCalls(t *testing.T) {
 		mu      sync.Mutex
 		batches []int
 	)
-	g := New(Config{MaxBatch: 4, Linger: 100 * time.Millisecond}, func(_ context.Context, items []int) ([]int, error) {
+	g := New(Config{MaxBatch: 4, Linger: 500 * time.Millisecond}, func(_ context.Context, items []int) ([]int, error) {
 		mu.Lock()
 		batches = append(batches, len(items))
 		mu.Unlock()
@@ -171,7 +171,7 @@ func TestLingerGathersCalls(t *testing.T) {
 	if _, err := g.Do(context.Background(), []int{1, 2, 3, 4}); err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took >= 100*time.Millisecond {
+	if took := time.Since(start); took >= 500*time.Millisecond {
 		t.Errorf("a full batch waited %s", took)
 	}
 }
