@@ -484,14 +484,13 @@ func (f *Forwarder) Dispatch(d journal.Delivery) {
 // Unclaim gives back a claim whose event was not inserted (a duplicate,
 // a conflict, a failed commit).
 func (f *Forwarder) Unclaim() {
-	f.claims.Add(-1)
-	f.freeSlot()
+	f.freeSlot(true)
 }
 
 // freeSlot ends one delivery (or claim) before its outcome is recorded:
-// interrupted, or given back.
-func (f *Forwarder) freeSlot() {
-	f.releaseSlot()
+// interrupted, or given back. claimed says the slot came from Claim.
+func (f *Forwarder) freeSlot(claimed bool) {
+	f.releaseSlot(claimed)
 	f.inflight.Done()
 }
 
@@ -499,10 +498,7 @@ func (f *Forwarder) freeSlot() {
 // waiting while Concurrency outcomes are already being recorded.
 func (f *Forwarder) toRecord(claimed bool) {
 	f.records <- struct{}{}
-	if claimed {
-		f.claims.Add(-1)
-	}
-	f.releaseSlot()
+	f.releaseSlot(claimed)
 }
 
 // recorded ends a delivery whose outcome is written (or given up).
@@ -511,7 +507,10 @@ func (f *Forwarder) recorded() {
 	f.inflight.Done()
 }
 
-func (f *Forwarder) releaseSlot() {
+func (f *Forwarder) releaseSlot(claimed bool) {
+	if claimed {
+		f.claims.Add(-1)
+	}
 	<-f.slots
 	// With rows waiting, lease again once a quarter of the slots are
 	// free rather than after every delivery: fewer, larger leases
@@ -542,10 +541,7 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time, claimed bool
 	if f.deliverCtx.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
-		if claimed {
-			defer f.claims.Add(-1)
-		}
-		defer f.freeSlot()
+		defer f.freeSlot(claimed)
 		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 		defer cancel()
 		if _, err := f.cfg.Store.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken}); err != nil {

@@ -151,25 +151,6 @@ func startForwarder(t *testing.T, j journal.Store, backend string, mod func(*for
 }
 
 // waitStatus polls the journal until the event reaches want.
-// waitAllDone waits until n events of the journal are done.
-func waitAllDone(t *testing.T, j journal.Store, n int, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		st, err := j.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ByStatus[journal.StatusDone] == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all %d delivered: %v", n, st.ByStatus)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func waitStatus(t *testing.T, j journal.Store, id int64, want string, within time.Duration) *journal.Detail {
 	t.Helper()
 	deadline := time.Now().Add(within)
@@ -382,20 +363,7 @@ func testTwoForwardersNoDoubleDelivery(t *testing.T, store string) {
 			batch = nil
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		s, err := j.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.ByStatus["done"] == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %v after 30s", s.ByStatus)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testdb.WaitDone(t, j, n, 30*time.Second)
 	mu.Lock()
 	defer mu.Unlock()
 	if len(seen) != n {
@@ -806,7 +774,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	g.open()
 	holdOpen()
 	// The backlog drains: every event is delivered.
-	waitAllDone(t, j, 12, 10*time.Second)
+	testdb.WaitDone(t, j, 12, 10*time.Second)
 }
 
 // heldOutcomes is a journal whose Complete waits while its gate is closed.
@@ -865,7 +833,7 @@ func TestNextDeliveryStartsWhileOutcomesAreWritten(t *testing.T) {
 		t.Errorf("in flight %v, outcomes pending %v; want 2 and 2", in, pending)
 	}
 	openGate()
-	waitAllDone(t, j, events, 10*time.Second)
+	testdb.WaitDone(t, j, events, 10*time.Second)
 	if got := arrived.Load(); got != events {
 		t.Errorf("backend saw %d requests for %d events", got, events)
 	}

@@ -8,10 +8,8 @@ import (
 
 // HotConns acquires every idle connection of the ingest and queue pools
 // (tests inspect their prepared statements); release each when done.
-func HotConns(ctx context.Context, p *Postgres) ([]*pgxpool.Conn, error) {
-	a, err := p.ingest.AcquireAllIdle(ctx), error(nil)
-	b := p.queue.AcquireAllIdle(ctx)
-	return append(a, b...), err
+func HotConns(ctx context.Context, p *Postgres) []*pgxpool.Conn {
+	return append(p.ingest.AcquireAllIdle(ctx), p.queue.AcquireAllIdle(ctx)...)
 }
 
 // GrowthAnalyzes reports how many ANALYZEs the store ran as it grew, and

@@ -93,13 +93,3 @@ func (p *Postgres) analyzeHotTables(ctx context.Context) (int64, error) {
 	p.log.Debug("analyzed the journal as it grew", zap.Float64("rows", rows), zap.Duration("took", time.Since(start)))
 	return int64(rows), nil
 }
-
-func countTrue(bs []bool) int {
-	n := 0
-	for _, b := range bs {
-		if b {
-			n++
-		}
-	}
-	return n
-}

@@ -256,12 +256,12 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		newID, oldID *int64
 		oldHash      *string
 	)
-	inserted := false
+	inserted := 0 // new rows
 	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash}, func() error {
 		i := ord - 1
 		switch {
 		case newID != nil:
-			inserted = true
+			inserted++
 			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
 		case oldID != nil:
 			refs[i] = existingRow{id: *oldID, hash: *oldHash}
@@ -283,11 +283,11 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
 
-	if inserted && notify != "" {
+	if inserted > 0 && notify != "" {
 		p.lastNotify.Store(notifyAt)
 	}
-	if inserted {
-		p.grew(countTrue(isNew))
+	if inserted > 0 {
+		p.grew(inserted)
 	}
 
 	// Rare: a key neither inserted nor visible to that statement's snapshot

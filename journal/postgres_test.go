@@ -299,10 +299,7 @@ func TestPlanModeInURLWins(t *testing.T) {
 			t.Fatal(err)
 		}
 		modes := []string{mode}
-		conns, err := journal.HotConns(ctx, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		conns := journal.HotConns(ctx, s)
 		for _, c := range conns {
 			if err := c.QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil {
 				t.Fatal(err)
@@ -396,10 +393,7 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 	}
 	round("grown", 20)
 
-	conns, err := journal.HotConns(ctx, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	conns := journal.HotConns(ctx, s)
 	defer func() {
 		for _, c := range conns {
 			c.Release()

@@ -644,20 +644,7 @@ func testDispatchedDeliveriesUnderDuplicates(t *testing.T, store string) {
 		}
 	}
 	wg.Wait()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		st, err := j.Stats(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.ByStatus[journal.StatusDone] == events {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not all delivered: %v", st.ByStatus)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testdb.WaitDone(t, j, events, 10*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	if err := fwd.Stop(ctx); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/whguard/whguard/journal"
 )
@@ -54,4 +55,24 @@ func OpenStore(t testing.TB, store string, migrate bool) journal.Store {
 		}
 	}
 	return j
+}
+
+// WaitDone waits until n events of the journal are done, failing the test
+// after within.
+func WaitDone(t testing.TB, j journal.Store, n int, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.ByStatus[journal.StatusDone] == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events done after %s, want %d: %v", st.ByStatus[journal.StatusDone], within, n, st.ByStatus)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
