@@ -549,8 +549,8 @@ func testRetentionLoop(t *testing.T, store string) {
 
 // A claimed event is journaled leased and delivered from memory: the same
 // request a leased one gets, its outcome recorded under the claim's token,
-// and counted as dispatched. Claims decline before Start, when the slots
-// are full, and after Stop.
+// and counted as dispatched. Claims decline before Start, when as many
+// claims as slots wait, and after Stop.
 func TestClaimDispatch(t *testing.T) { forEachStore(t, testClaimDispatch) }
 
 func testClaimDispatch(t *testing.T, store string) {
@@ -595,7 +595,7 @@ func testClaimDispatch(t *testing.T, store string) {
 	_, _ = claim()
 	if _, ok := f.Claim(); ok {
 		held++
-		t.Fatal("claim accepted with every slot taken")
+		t.Fatal("claim accepted with two claims waiting for two slots")
 	}
 	f.Unclaim()
 	held--
@@ -626,6 +626,220 @@ func testClaimDispatch(t *testing.T, store string) {
 	}
 	if _, ok := f.Claim(); ok {
 		t.Fatal("claim accepted after Stop")
+	}
+}
+
+// appendClaimed journals a claimed event (inserted leased under a new
+// token for leaseFor) and returns what the ingress would Dispatch.
+func appendClaimed(t *testing.T, j journal.Store, id string, leaseFor time.Duration) journal.Delivery {
+	t.Helper()
+	now := time.Now()
+	e := journal.Event{
+		Provider: "acme", EventID: id, ContentHash: "h-" + id,
+		Headers: http.Header{"Content-Type": {"application/json"}},
+		Body:    []byte(`{"id":"` + id + `"}`), Path: "/webhooks/acme",
+		LeaseFor: leaseFor, LeaseToken: uuid.New(),
+	}
+	r, err := j.Append(context.Background(), []journal.Event{e})
+	if err != nil || r[0].Outcome != journal.Inserted {
+		t.Fatal(r, err)
+	}
+	return journal.Delivery{ID: r[0].ID, Provider: "acme", EventID: id, Attempt: 1, BudgetAttempt: 1,
+		Headers: e.Headers, Body: e.Body, Path: e.Path, ReceivedAt: now,
+		LeaseToken: e.LeaseToken, LeaseExpiresAt: now.Add(leaseFor)}
+}
+
+// heldBackend answers 200 to each request once hold is closed (or the
+// request is cancelled), counting requests and the most at once.
+type heldBackend struct {
+	hold                      chan struct{}
+	arrived, inside, mostSeen atomic.Int32
+}
+
+func newHeldBackend(t *testing.T) (*heldBackend, *httptest.Server) {
+	b := &heldBackend{hold: make(chan struct{})}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b.arrived.Add(1)
+		n := b.inside.Add(1)
+		defer b.inside.Add(-1)
+		for {
+			m := b.mostSeen.Load()
+			if n <= m || b.mostSeen.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-b.hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(b.release) // runs first: lets the handlers go before Close
+	return b, srv
+}
+
+func (b *heldBackend) release() {
+	select {
+	case <-b.hold:
+	default:
+		close(b.hold)
+	}
+}
+
+func (b *heldBackend) waitArrived(t *testing.T, n int32) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.arrived.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d requests reached the backend, want %d", b.arrived.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A claim holds no delivery slot while its event is committed: with every
+// slot busy, claims are still accepted (as many as the slots) and their
+// events wait in memory for a slot; the backend never sees more requests
+// at once than the slots, and every claimed event is delivered once, as
+// attempt 1.
+func TestClaimsWaitForASlot(t *testing.T) { forEachStore(t, testClaimsWaitForASlot) }
+
+func testClaimsWaitForASlot(t *testing.T, store string) {
+	j := openJournal(t, store)
+	backend, srv := newHeldBackend(t)
+	f, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = time.Hour })
+	claim := func(id string) journal.Delivery {
+		t.Helper()
+		leaseFor, ok := f.Claim()
+		if !ok {
+			t.Fatalf("claim for %s declined", id)
+		}
+		return appendClaimed(t, j, id, leaseFor)
+	}
+	var ids []int64
+	for _, id := range []string{"evt_a", "evt_b"} {
+		d := claim(id)
+		ids = append(ids, d.ID)
+		f.Dispatch(d)
+	}
+	backend.waitArrived(t, 2) // both slots busy at the backend
+	for _, id := range []string{"evt_c", "evt_d"} {
+		d := claim(id)
+		ids = append(ids, d.ID)
+		f.Dispatch(d)
+	}
+	if _, ok := f.Claim(); ok {
+		f.Unclaim()
+		t.Fatal("a third claim accepted with two claims waiting for two slots")
+	}
+	labels := map[string]string{}
+	if got := metricValue(t, reg, "whguard_claims_waiting", labels); got != 2 {
+		t.Fatalf("whguard_claims_waiting = %v, want 2", got)
+	}
+	if got := metricValue(t, reg, "whguard_deliveries_in_flight", labels); got != 2 {
+		t.Fatalf("whguard_deliveries_in_flight = %v, want 2", got)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := backend.arrived.Load(); n != 2 {
+		t.Fatalf("%d requests reached the backend with two slots busy, want 2", n)
+	}
+	backend.release()
+	for _, id := range ids {
+		d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+		if d.Attempts != 1 || len(d.AttemptLog) != 1 || d.AttemptLog[0].StatusCode != 200 {
+			t.Fatalf("event %d: %+v", id, d)
+		}
+	}
+	if n, most := backend.arrived.Load(), backend.mostSeen.Load(); n != 4 || most != 2 {
+		t.Fatalf("%d requests, at most %d at once; want 4, at most 2", n, most)
+	}
+	if got := metricValue(t, reg, "whguard_claims_waiting", labels); got != 0 {
+		t.Fatalf("whguard_claims_waiting = %v after the deliveries, want 0", got)
+	}
+}
+
+// A claimed event that finds no slot while its lease still has room for a
+// whole attempt goes back to the journal, its attempt not spent, and is
+// leased and delivered later like any other. So do claims still waiting
+// when the shutdown deadline passes.
+func TestClaimHandedBackWithoutASlot(t *testing.T) { forEachStore(t, testClaimHandedBackWithoutASlot) }
+
+func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
+	j := openJournal(t, store)
+	backend, srv := newHeldBackend(t)
+	// A lease of 2 s + 1 s: a claim waits for a slot at most 0.5 s. No
+	// polling: the row handed back is leased when the slot frees up.
+	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.LeaseMargin, c.PollInterval = 1, time.Second, time.Hour
+	})
+	dispatch := func(id string) int64 {
+		t.Helper()
+		leaseFor, ok := f.Claim()
+		if !ok {
+			t.Fatalf("claim for %s declined", id)
+		}
+		d := appendClaimed(t, j, id, leaseFor)
+		f.Dispatch(d)
+		return d.ID
+	}
+	first := dispatch("evt_first")
+	backend.waitArrived(t, 1)
+	waiting := dispatch("evt_waiting")
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		d, err := j.Get(context.Background(), waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == journal.StatusPending {
+			if d.Attempts != 0 || len(d.AttemptLog) != 0 {
+				t.Fatalf("handed back with its attempt spent: %+v", d)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("claim still %s after 2 s without a slot", d.Status)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := backend.arrived.Load(); n != 1 {
+		t.Fatalf("%d requests reached the backend with its one slot busy", n)
+	}
+	backend.release()
+	for _, id := range []int64{first, waiting} {
+		d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+		if d.Attempts != 1 || len(d.AttemptLog) != 1 || d.AttemptLog[0].Number != 1 {
+			t.Fatalf("event %d: %+v", id, d)
+		}
+	}
+
+	stopCtx, stopCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stopCancel()
+	if err := f.Stop(stopCtx); err != nil {
+		t.Fatal(err)
+	}
+
+	// At the shutdown deadline, a delivery in flight and a claim waiting
+	// behind it both go back to the journal.
+	backend2, srv2 := newHeldBackend(t)
+	f2, _ := startForwarder(t, j, srv2.URL, func(c *forwarder.Config) { c.Concurrency = 1; c.PollInterval = time.Hour })
+	f = f2
+	inFlight := dispatch("evt_in_flight")
+	backend2.waitArrived(t, 1)
+	behind := dispatch("evt_behind")
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := f2.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop: %v, want the deadline", err)
+	}
+	for _, id := range []int64{inFlight, behind} {
+		d, err := j.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status != journal.StatusPending || d.Attempts != 0 {
+			t.Fatalf("event %d after Stop: %s, %d attempts; want pending, 0", id, d.Status, d.Attempts)
+		}
 	}
 }
 
@@ -697,9 +911,10 @@ func (g *gatedLeases) Lease(ctx context.Context, n int, leaseFor time.Duration) 
 	return g.Store.Lease(ctx, n, leaseFor)
 }
 
-// While rows wait in the journal, claims take at most half the slots: the
+// While rows wait in the journal, claims are at most half the slots: the
 // backlog keeps the other half even when new events arrive faster than
-// the fetcher leases.
+// the fetcher leases. That holds with every slot taken too, when claims
+// would wait for a slot.
 func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	j := openJournal(t, "postgres")
 	for i := range 12 {
@@ -715,7 +930,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 		case <-hold:
 		}
 	}))
-	defer backend.Close()
+	t.Cleanup(backend.Close) // after the cleanup below has let its handlers go
 	g := &gatedLeases{Store: j, waiting: make(chan struct{}, 1)}
 	f, _ := startForwarder(t, g, backend.URL, func(c *forwarder.Config) { c.Concurrency = 8; c.PollInterval = time.Hour })
 	holdOpen := sync.OnceFunc(func() { close(hold) })
@@ -735,8 +950,18 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	for range 4 {
+		if _, ok := f.Claim(); !ok {
+			t.Fatalf("claim %d declined with every slot taken: claims wait for a slot", held+1)
+		}
+		held++
+	}
 	if _, ok := f.Claim(); ok {
-		t.Fatal("claim accepted with every slot taken")
+		held++
+		t.Fatal("a fifth claim accepted with every slot taken while rows wait")
+	}
+	for ; held > 0; held-- {
+		f.Unclaim()
 	}
 	// Hold the next lease and let two deliveries finish: with a quarter
 	// of the slots free the fetcher reserves those two and waits at the

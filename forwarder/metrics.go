@@ -19,9 +19,9 @@ type Metrics struct {
 	expired    prometheus.Counter
 	retention  *prometheus.CounterVec
 	direct     *prometheus.CounterVec
-	// occupancy reads the forwarder's slots and outcome places at scrape
-	// time (set by New; nil before).
-	occupancy atomic.Pointer[func() (inFlight, recording int)]
+	// occupancy reads the forwarder's slots, outcome places and waiting
+	// claims at scrape time (set by New; nil before).
+	occupancy atomic.Pointer[func() occupancy]
 }
 
 // NewMetrics registers the delivery metrics on reg.
@@ -57,33 +57,38 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_dispatched_total",
 		Help: "Events claimed at ingest and delivered from memory without a lease statement (the rest are leased from the journal).",
 	}, []string{"provider"})
-	read := func(recording bool) func() float64 {
+	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
 			f := m.occupancy.Load()
 			if f == nil {
 				return 0
 			}
-			inFlight, rec := (*f)()
-			if recording {
-				return float64(rec)
-			}
-			return float64(inFlight)
+			return float64(field((*f)()))
 		}
 	}
 	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "whguard_deliveries_in_flight",
 		Help: "Deliveries holding a slot: requests to the backends in flight, at most WHGUARD_FORWARD_CONCURRENCY.",
-	}, read(false))
+	}, read(func(o occupancy) int { return o.inFlight }))
 	recording := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "whguard_outcomes_pending",
 		Help: "Finished deliveries whose outcome is still being written; at WHGUARD_FORWARD_CONCURRENCY the database is the bottleneck.",
-	}, read(true))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, inFlight, recording)
+	}, read(func(o occupancy) int { return o.recording }))
+	claimsWaiting := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "whguard_claims_waiting",
+		Help: "New events claimed for delivery from memory that hold no delivery slot yet (being committed, or waiting for a slot); at most WHGUARD_FORWARD_CONCURRENCY.",
+	}, read(func(o occupancy) int { return o.claimsWaiting }))
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, inFlight, recording, claimsWaiting)
 	return m
 }
 
+// occupancy is what the forwarder's bounds hold at one moment.
+type occupancy struct {
+	inFlight, recording, claimsWaiting int
+}
+
 // observe makes the occupancy gauges read f.
-func (m *Metrics) observe(f func() (inFlight, recording int)) {
+func (m *Metrics) observe(f func() occupancy) {
 	if m == nil {
 		return
 	}

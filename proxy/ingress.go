@@ -31,7 +31,7 @@ type Appender interface {
 // a claimed event is journaled already leased and, once committed, is
 // delivered from memory without a lease statement.
 type Dispatcher interface {
-	// Claim reserves a delivery slot, or declines.
+	// Claim reserves a delivery from memory, or declines.
 	Claim() (leaseFor time.Duration, ok bool)
 	// Dispatch delivers a claimed event whose row is committed.
 	Dispatch(d journal.Delivery)
