@@ -4,3 +4,9 @@ import "time"
 
 // SetStopGrace shortens Stop's wait after its deadline, for tests.
 func SetStopGrace(f *Forwarder, d time.Duration) { f.stopGrace = d }
+
+// Workers reports how many delivery goroutines were started and how many
+// are alive.
+func Workers(f *Forwarder) (started, live int32) {
+	return f.workersStarted.Load(), f.workersLive.Load()
+}

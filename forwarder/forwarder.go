@@ -173,12 +173,13 @@ type Forwarder struct {
 	// attempt, or to Unclaim, or to handing the row back).
 	claims atomic.Int32
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	stopping chan struct{} // closed by Stop: no more leasing
-	loops    sync.WaitGroup
-	inflight sync.WaitGroup
+	mu          sync.Mutex
+	quitWorkers sync.Once
+	started     bool
+	stopped     bool
+	stopping    chan struct{} // closed by Stop: no more leasing
+	loops       sync.WaitGroup
+	inflight    sync.WaitGroup
 	// slots bounds the requests to the backends (Concurrency): one is
 	// held from lease or claim until the attempt's answer is in. records
 	// bounds the finished attempts whose outcome is still being written
@@ -202,7 +203,17 @@ type Forwarder struct {
 	// stopGrace bounds Stop's wait for interrupted deliveries after its
 	// deadline.
 	stopGrace time.Duration
+	// idle hands work to a delivery goroutine waiting for more (goDeliver);
+	// workersQuit, closed at the end of Stop, ends those that wait.
+	idle        chan func()
+	workersQuit chan struct{}
+	// workersStarted and workersLive count delivery goroutines (tests).
+	workersStarted, workersLive atomic.Int32
 }
+
+// workerIdle is how long a delivery goroutine waits for more work before
+// it ends.
+const workerIdle = 10 * time.Second
 
 // New checks the configuration and builds a stopped Forwarder.
 func New(cfg Config) (*Forwarder, error) {
@@ -220,7 +231,9 @@ func New(cfg Config) (*Forwarder, error) {
 		// A release; or an outcome statement already running, its retry
 		// pause, and one more for a delivery that was waiting for a
 		// place to record.
-		stopGrace: releaseTimeout + 2*(completeTimeout+2*time.Second),
+		stopGrace:   releaseTimeout + 2*(completeTimeout+2*time.Second),
+		idle:        make(chan func()),
+		workersQuit: make(chan struct{}),
 	}
 	cfg.Metrics.observe(func() occupancy {
 		return occupancy{inFlight: len(f.slots), recording: len(f.records), claimsWaiting: len(f.unslotted)}
@@ -339,7 +352,40 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 		}
 	}
 	f.cancelDeliver()
+	f.quitWorkers.Do(func() { close(f.workersQuit) })
 	return err
+}
+
+// goDeliver runs fn on a delivery goroutine that is waiting for work, or
+// on a new one. Reusing them keeps their grown stacks: a goroutine per
+// delivery grew its stack from scratch every time (runtime.newstack was
+// 6 % of whguard's CPU draining a backlog). Their number follows the
+// deliveries in flight, which the slots bound.
+func (f *Forwarder) goDeliver(fn func()) {
+	select {
+	case f.idle <- fn:
+	default:
+		go f.worker(fn)
+	}
+}
+
+func (f *Forwarder) worker(fn func()) {
+	f.workersStarted.Add(1)
+	f.workersLive.Add(1)
+	defer f.workersLive.Add(-1)
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		fn()
+		t.Reset(workerIdle)
+		select {
+		case fn = <-f.idle:
+		case <-t.C:
+			return
+		case <-f.workersQuit:
+			return
+		}
+	}
 }
 
 // fetchLoop leases up to the number of free delivery slots whenever it is
@@ -380,7 +426,7 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 			for _, d := range leased {
 				f.slots <- struct{}{}
 				f.inflight.Add(1)
-				go f.deliver(d, recordBy, false)
+				f.goDeliver(func() { f.deliver(d, recordBy, false) })
 			}
 			if len(leased) < n {
 				f.backlog.Store(false)
@@ -492,7 +538,7 @@ func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 // before the commit, so never past the row's real lease).
 func (f *Forwarder) Dispatch(d journal.Delivery) {
 	f.cfg.Metrics.claimed(d.Provider)
-	go f.deliverClaimed(d)
+	f.goDeliver(func() { f.deliverClaimed(d) })
 }
 
 // deliverClaimed waits for a slot and delivers d. A claim waits while its

@@ -843,6 +843,38 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 	}
 }
 
+// Deliveries reuse the goroutines of earlier ones (their stacks already
+// grown), and none is left once the forwarder has stopped.
+func TestDeliveryGoroutinesAreReused(t *testing.T) {
+	j := openJournal(t, "postgres")
+	_, srv := newRecorder(t)
+	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = 20 * time.Millisecond })
+	for i := range 20 {
+		waitStatus(t, j, appendEvent(t, j, fmt.Sprintf("evt_reuse_%d", i)), journal.StatusDone, 5*time.Second)
+	}
+	// One at a time: a goroutine finishing its delivery waits for the
+	// next; allow one more for a delivery leased just before that.
+	if started, _ := forwarder.Workers(f); started < 1 || started > 3 {
+		t.Fatalf("%d delivery goroutines started for 20 deliveries one after another, want 1 to 3", started)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		_, live := forwarder.Workers(f)
+		if live == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d delivery goroutines still alive after Stop", live)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // BuildRequest targets the backend's base path plus the received (or the
 // configured) path and the received query, on the backend's host.
 func TestBuildRequestURL(t *testing.T) {
