@@ -2,7 +2,6 @@ package journal
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -83,13 +82,14 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		c := d
 		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
-		c.Headers = http.Header{}
-		if err := json.Unmarshal(headers, &c.Headers); err != nil {
+		h, err := decodeHeaders(string(headers))
+		if err != nil {
 			// Never strand a leased batch over one row: deliver it with
 			// the body alone, and say so.
 			p.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", d.ID), zap.Error(err))
-			c.Headers = http.Header{}
+			h = http.Header{}
 		}
+		c.Headers = h
 		c.Body = append([]byte(nil), d.Body...)
 		out = append(out, c)
 		return nil

@@ -3,7 +3,6 @@ package journal
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -110,7 +109,7 @@ WHERE ev.id = $1`, id)
 	}
 	d.Headers = http.Header{}
 	if headers != nil {
-		if err := json.Unmarshal(headers, &d.Headers); err != nil {
+		if d.Headers, err = decodeHeaders(string(headers)); err != nil {
 			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -421,11 +420,12 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 			if err != nil {
 				return fmt.Errorf("read payload of event %d: %w", out[i].ID, err)
 			}
-			out[i].Headers = http.Header{}
-			if err := json.Unmarshal([]byte(headers), &out[i].Headers); err != nil {
+			h, err := decodeHeaders(headers)
+			if err != nil {
 				s.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", out[i].ID), zap.Error(err))
-				out[i].Headers = http.Header{}
+				h = http.Header{}
 			}
+			out[i].Headers = h
 		}
 		return nil
 	})
@@ -583,7 +583,7 @@ func (s *SQLite) Get(ctx context.Context, id int64) (*Detail, error) {
 	}
 	d.Headers = http.Header{}
 	if headers.Valid {
-		if err := json.Unmarshal([]byte(headers.String), &d.Headers); err != nil {
+		if d.Headers, err = decodeHeaders(headers.String); err != nil {
 			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
 		}
 	}
