@@ -377,6 +377,7 @@ func (f *Forwarder) worker(fn func()) {
 	defer t.Stop()
 	for {
 		fn()
+		fn = nil // let the delivery (its body) go while waiting
 		t.Reset(workerIdle)
 		select {
 		case fn = <-f.idle:
@@ -386,6 +387,11 @@ func (f *Forwarder) worker(fn func()) {
 			return
 		}
 	}
+}
+
+// free is how many rows the fetcher may lease: the slots not in use.
+func (f *Forwarder) free() int {
+	return cap(f.slots) - len(f.slots)
 }
 
 // fetchLoop leases up to the number of free delivery slots whenever it is
@@ -402,10 +408,14 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 		case <-poll.C:
 		}
 		for ctx.Err() == nil {
-			free := cap(f.slots) - len(f.slots)
-			if free == 0 {
+			free := f.free()
+			if free <= 0 {
 				f.backlog.Store(true) // a finished delivery wakes us
-				break
+				// Unless it finished just before the store and saw no
+				// backlog: look again now that the flag is up.
+				if free = f.free(); free <= 0 {
+					break
+				}
 			}
 			n := min(free, maxLeaseBatch)
 			// Not cancelled by Stop: a lease statement interrupted after its
@@ -421,18 +431,23 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 				}
 				break
 			}
+			// Set before the deliveries start, for the claims they race with.
+			f.backlog.Store(len(leased) == n)
 			// Complete retries until shortly before the lease expires.
 			recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
 			for _, d := range leased {
-				f.slots <- struct{}{}
 				f.inflight.Add(1)
-				f.goDeliver(func() { f.deliver(d, recordBy, false) })
+				select {
+				case f.slots <- struct{}{}:
+					f.goDeliver(func() { f.deliver(d, recordBy, false) })
+				default:
+					// A claim took the slot counted for this row.
+					f.goDeliver(func() { f.deliverWhenSlot(d, recordBy, false) })
+				}
 			}
 			if len(leased) < n {
-				f.backlog.Store(false)
 				break
 			}
-			f.backlog.Store(true)
 		}
 	}
 }
@@ -537,31 +552,54 @@ func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 // wait for a slot and how long its outcome may be retried (measured from
 // before the commit, so never past the row's real lease).
 func (f *Forwarder) Dispatch(d journal.Delivery) {
-	f.cfg.Metrics.claimed(d.Provider)
-	f.goDeliver(func() { f.deliverClaimed(d) })
+	f.goDeliver(func() { f.deliverWhenSlot(d, d.LeaseExpiresAt.Add(-time.Second), true) })
 }
 
-// deliverClaimed waits for a slot and delivers d. A claim waits while its
-// lease still leaves room for a whole attempt and half the lease margin
-// (5 s by default): past that, or past the shutdown deadline, the row is
-// handed back to the journal without spending its attempt, and whoever
-// leases it next delivers it.
-func (f *Forwarder) deliverClaimed(d journal.Delivery) {
-	wait := time.NewTimer(d.LeaseExpiresAt.Sub(f.cfg.Now()) - f.cfg.Timeout - f.cfg.LeaseMargin/2)
-	defer wait.Stop()
+// deliverWhenSlot delivers d as soon as a delivery slot is free; claimed
+// says d came from Claim (else the fetcher leased it and a claim took its
+// slot first). It waits while d's lease still leaves room for a whole
+// attempt and half the lease margin (5 s by default): past that, or past
+// the shutdown deadline, the row is handed back to the journal without
+// spending its attempt, and whoever leases it next delivers it. recordBy
+// is when d's outcome must be recorded by (a second before its lease ends).
+func (f *Forwarder) deliverWhenSlot(d journal.Delivery, recordBy time.Time, claimed bool) {
 	select {
 	case f.slots <- struct{}{}:
-		<-f.unslotted
-		f.deliver(d, d.LeaseExpiresAt.Add(-time.Second), true)
+		f.start(d, recordBy, claimed)
 		return
-	case <-wait.C:
+	default:
+	}
+	wait := f.cfg.LeaseMargin / 2
+	if !recordBy.IsZero() {
+		wait = recordBy.Add(time.Second).Sub(f.cfg.Now()) - f.cfg.Timeout - f.cfg.LeaseMargin/2
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case f.slots <- struct{}{}:
+		f.start(d, recordBy, claimed)
+		return
+	case <-timer.C:
 		f.log.Debug("no delivery slot in time; the event goes back to the journal",
 			zap.Int64("id", d.ID), zap.String("provider", d.Provider))
 	case <-f.deliverCtx.Done():
 	}
-	f.release(d) // before Unclaim: Stop waits for it
-	f.Unclaim()
+	f.release(d) // before the counts below: Stop waits for it
+	if claimed {
+		f.Unclaim()
+	} else {
+		f.inflight.Done()
+	}
 	f.Wake() // the row is ready again; a slot freeing up wakes the fetcher for it
+}
+
+// start delivers d, which now holds a slot.
+func (f *Forwarder) start(d journal.Delivery, recordBy time.Time, claimed bool) {
+	if claimed {
+		<-f.unslotted
+		f.cfg.Metrics.claimed(d.Provider)
+	}
+	f.deliver(d, recordBy, claimed)
 }
 
 // Unclaim gives back a claim that holds no slot: its event was not
@@ -571,6 +609,9 @@ func (f *Forwarder) Unclaim() {
 	<-f.unslotted
 	f.claims.Add(-1)
 	f.inflight.Done()
+	if f.backlog.Load() {
+		f.Wake() // the place it kept is free for the rows waiting
+	}
 }
 
 // release hands a leased row back to the journal without spending its

@@ -590,8 +590,8 @@ func testClaimDispatch(t *testing.T, store string) {
 	if err != nil || r[0].Outcome != journal.Inserted {
 		t.Fatal(r, err)
 	}
-	// The second slot goes to a claim that is given back; then both are
-	// free again, and a third claim fits only after the give-back.
+	// A second claim waits too, a third finds no place; the second is
+	// given back.
 	_, _ = claim()
 	if _, ok := f.Claim(); ok {
 		held++
@@ -627,6 +627,38 @@ func testClaimDispatch(t *testing.T, store string) {
 	if _, ok := f.Claim(); ok {
 		t.Fatal("claim accepted after Stop")
 	}
+}
+
+// countedLeases is the real journal counting the Lease calls that returned.
+type countedLeases struct {
+	journal.Store
+	n atomic.Int32
+}
+
+func (c *countedLeases) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]journal.Delivery, error) {
+	defer c.n.Add(1)
+	return c.Store.Lease(ctx, n, leaseFor)
+}
+
+// startQuiet starts a forwarder that never polls and waits for its first
+// lease (of an empty journal) to return: from then on only wake-ups move
+// its fetcher, so it cannot see the slots full and call that a backlog
+// (which would halve the claims) behind a test's back.
+func startQuiet(t *testing.T, j journal.Store, backend string, mod func(*forwarder.Config)) (*forwarder.Forwarder, *prometheus.Registry) {
+	t.Helper()
+	c := &countedLeases{Store: j}
+	f, reg := startForwarder(t, c, backend, func(cfg *forwarder.Config) {
+		mod(cfg)
+		cfg.PollInterval = time.Hour
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for c.n.Load() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the fetcher's first lease did not return")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return f, reg
 }
 
 // appendClaimed journals a claimed event (inserted leased under a new
@@ -707,7 +739,8 @@ func TestClaimsWaitForASlot(t *testing.T) { forEachStore(t, testClaimsWaitForASl
 func testClaimsWaitForASlot(t *testing.T, store string) {
 	j := openJournal(t, store)
 	backend, srv := newHeldBackend(t)
-	f, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 2; c.PollInterval = time.Hour })
+	// A minute of timeout: held requests must not time out on a slow machine.
+	f, reg := startQuiet(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency, c.Timeout = 2, time.Minute })
 	claim := func(id string) journal.Delivery {
 		t.Helper()
 		leaseFor, ok := f.Claim()
@@ -767,10 +800,11 @@ func TestClaimHandedBackWithoutASlot(t *testing.T) { forEachStore(t, testClaimHa
 func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 	j := openJournal(t, store)
 	backend, srv := newHeldBackend(t)
-	// A lease of 2 s + 1 s: a claim waits for a slot at most 0.5 s. No
-	// polling: the row handed back is leased when the slot frees up.
-	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
-		c.Concurrency, c.LeaseMargin, c.PollInterval = 1, time.Second, time.Hour
+	// A lease of 1 min + 1 s: a claim waits for a slot at most 0.5 s (half
+	// the margin). No polling: the row handed back is leased when the slot
+	// frees up.
+	f, _ := startQuiet(t, j, srv.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.LeaseMargin, c.Timeout = 1, time.Second, time.Minute
 	})
 	dispatch := func(id string) int64 {
 		t.Helper()
@@ -822,7 +856,7 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 	// At the shutdown deadline, a delivery in flight and a claim waiting
 	// behind it both go back to the journal.
 	backend2, srv2 := newHeldBackend(t)
-	f2, _ := startForwarder(t, j, srv2.URL, func(c *forwarder.Config) { c.Concurrency = 1; c.PollInterval = time.Hour })
+	f2, _ := startQuiet(t, j, srv2.URL, func(c *forwarder.Config) { c.Concurrency, c.Timeout = 1, time.Minute })
 	f = f2
 	inFlight := dispatch("evt_in_flight")
 	backend2.waitArrived(t, 1)
@@ -839,6 +873,57 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 		}
 		if d.Status != journal.StatusPending || d.Attempts != 0 {
 			t.Fatalf("event %d after Stop: %s, %d attempts; want pending, 0", id, d.Status, d.Attempts)
+		}
+	}
+}
+
+// A row the fetcher leased for a slot that a claim then took waits for a
+// slot like a claim does, and goes back to the journal in time: the
+// fetcher never blocks on it.
+func TestLeasedRowWaitsBehindAClaim(t *testing.T) {
+	j := openJournal(t, "postgres")
+	backend, srv := newHeldBackend(t)
+	g := &gatedLeases{Store: j, waiting: make(chan struct{}, 1)}
+	f, _ := startQuiet(t, g, srv.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.LeaseMargin, c.Timeout = 1, time.Second, time.Minute
+	})
+	row := appendEvent(t, j, "evt_leased")
+	// The fetcher counts the one free slot and waits at the gate with it.
+	g.close()
+	f.Wake()
+	select {
+	case <-g.waiting:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the fetcher did not lease")
+	}
+	// Meanwhile a claim takes that slot, and its delivery holds it.
+	leaseFor, ok := f.Claim()
+	if !ok {
+		t.Fatal("claim declined with a free slot")
+	}
+	claimed := appendClaimed(t, j, "evt_claimed", leaseFor)
+	f.Dispatch(claimed)
+	backend.waitArrived(t, 1)
+	g.open()
+	// The leased row finds no slot: it goes back within half the margin.
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		d, err := j.Get(context.Background(), row)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == journal.StatusPending && d.Attempts == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("leased row still %s (%d attempts) without a slot", d.Status, d.Attempts)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	backend.release()
+	for _, id := range []int64{claimed.ID, row} {
+		if d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second); d.Attempts != 1 {
+			t.Fatalf("event %d: %+v", id, d)
 		}
 	}
 }
@@ -949,7 +1034,7 @@ func (g *gatedLeases) Lease(ctx context.Context, n int, leaseFor time.Duration) 
 // would wait for a slot.
 func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	j := openJournal(t, "postgres")
-	for i := range 12 {
+	for i := range 20 {
 		appendEvent(t, j, fmt.Sprintf("evt_backlog_%d", i))
 	}
 	// Each delivery waits for a token (or for hold to close).
@@ -974,7 +1059,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 		holdOpen()
 		g.open()
 	})
-	// The first lease fills the eight slots (12 rows wait): a backlog.
+	// The first lease fills the eight slots (20 rows wait): a backlog.
 	deadline := time.Now().Add(5 * time.Second)
 	for arrived.Load() < 8 {
 		if time.Now().After(deadline) {
@@ -1009,21 +1094,16 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	for range 6 {
 		tokens <- struct{}{}
 	}
-	waitFree := time.Now().Add(5 * time.Second)
-	for held < 4 && time.Now().Before(waitFree) {
-		if _, ok := f.Claim(); ok {
-			held++
-			continue
+	// With slots free too, claims stop at half of them.
+	for range 4 {
+		if _, ok := f.Claim(); !ok {
+			t.Fatalf("claim %d declined with free slots", held+1)
 		}
-		time.Sleep(5 * time.Millisecond) // a finished delivery still recording its outcome
+		held++
 	}
-	if held != 4 {
-		t.Fatalf("%d claims accepted with free slots, want 4", held)
-	}
-	time.Sleep(50 * time.Millisecond) // let the last outcomes land: two slots are free now
 	if _, ok := f.Claim(); ok {
 		held++
-		t.Fatal("a fifth claim took more than half the slots while rows wait")
+		t.Fatal("a fifth claim accepted while rows wait")
 	}
 	for ; held > 0; held-- {
 		f.Unclaim()
@@ -1031,7 +1111,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	g.open()
 	holdOpen()
 	// The backlog drains: every event is delivered.
-	testdb.WaitDone(t, j, 12, 10*time.Second)
+	testdb.WaitDone(t, j, 20, 10*time.Second)
 }
 
 // heldOutcomes is a journal whose Complete waits while its gate is closed.

@@ -226,7 +226,9 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ReceivedAt:  start,
 	}
 	claimed := false
+	claimedAt := start // the claim's lease is counted from before the commit
 	if in.dispatch != nil {
+		claimedAt = in.now()
 		if ev.LeaseFor, claimed = in.dispatch.Claim(); claimed {
 			ev.LeaseToken = uuid.New()
 			defer func() {
@@ -258,7 +260,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
 				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: body,
 				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
-				LeaseToken: ev.LeaseToken, LeaseExpiresAt: start.Add(ev.LeaseFor),
+				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
 			})
 		} else {
 			in.commit()
