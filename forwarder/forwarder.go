@@ -569,9 +569,11 @@ func (f *Forwarder) deliverWhenSlot(d journal.Delivery, recordBy time.Time, clai
 		return
 	default:
 	}
-	wait := f.cfg.LeaseMargin / 2
-	if !recordBy.IsZero() {
-		wait = recordBy.Add(time.Second).Sub(f.cfg.Now()) - f.cfg.Timeout - f.cfg.LeaseMargin/2
+	// What the lease has left, less a whole attempt and half the margin
+	// (a lease already over, or a zero expiry, waits not at all).
+	wait := time.Duration(0)
+	if left := recordBy.Add(time.Second).Sub(f.cfg.Now()); left > 0 {
+		wait = left - f.cfg.Timeout - f.cfg.LeaseMargin/2
 	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()

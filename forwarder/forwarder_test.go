@@ -819,23 +819,7 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 	first := dispatch("evt_first")
 	backend.waitArrived(t, 1)
 	waiting := dispatch("evt_waiting")
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		d, err := j.Get(context.Background(), waiting)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Status == journal.StatusPending {
-			if d.Attempts != 0 || len(d.AttemptLog) != 0 {
-				t.Fatalf("handed back with its attempt spent: %+v", d)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("claim still %s after 2 s without a slot", d.Status)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHandedBack(t, j, waiting, 2*time.Second)
 	if n := backend.arrived.Load(); n != 1 {
 		t.Fatalf("%d requests reached the backend with its one slot busy", n)
 	}
@@ -877,6 +861,29 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 	}
 }
 
+// waitHandedBack waits until row id is back in the journal, pending with
+// its attempt unspent.
+func waitHandedBack(t *testing.T, j journal.Store, id int64, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		d, err := j.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == journal.StatusPending {
+			if d.Attempts != 0 || len(d.AttemptLog) != 0 {
+				t.Fatalf("event %d handed back with its attempt spent: %+v", id, d)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("event %d still %s after %s without a slot", id, d.Status, within)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // A row the fetcher leased for a slot that a claim then took waits for a
 // slot like a claim does, and goes back to the journal in time: the
 // fetcher never blocks on it.
@@ -906,20 +913,7 @@ func TestLeasedRowWaitsBehindAClaim(t *testing.T) {
 	backend.waitArrived(t, 1)
 	g.open()
 	// The leased row finds no slot: it goes back within half the margin.
-	deadline := time.Now().Add(3 * time.Second)
-	for {
-		d, err := j.Get(context.Background(), row)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Status == journal.StatusPending && d.Attempts == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("leased row still %s (%d attempts) without a slot", d.Status, d.Attempts)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitHandedBack(t, j, row, 3*time.Second)
 	backend.release()
 	for _, id := range []int64{claimed.ID, row} {
 		if d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second); d.Attempts != 1 {
@@ -1067,19 +1061,24 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	for range 4 {
-		if _, ok := f.Claim(); !ok {
-			t.Fatalf("claim %d declined with every slot taken: claims wait for a slot", held+1)
+	// Claims stop at half the slots, given back after.
+	claimHalf := func(when string) {
+		t.Helper()
+		for range 4 {
+			if _, ok := f.Claim(); !ok {
+				t.Fatalf("claim %d declined %s", held+1, when)
+			}
+			held++
 		}
-		held++
+		if _, ok := f.Claim(); ok {
+			held++
+			t.Fatalf("a fifth claim accepted %s while rows wait", when)
+		}
+		for ; held > 0; held-- {
+			f.Unclaim()
+		}
 	}
-	if _, ok := f.Claim(); ok {
-		held++
-		t.Fatal("a fifth claim accepted with every slot taken while rows wait")
-	}
-	for ; held > 0; held-- {
-		f.Unclaim()
-	}
+	claimHalf("with every slot taken (claims wait for a slot)")
 	// Hold the next lease and let two deliveries finish: with a quarter
 	// of the slots free the fetcher reserves those two and waits at the
 	// gate. Then the six others finish: six free slots, rows waiting.
@@ -1094,20 +1093,7 @@ func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
 	for range 6 {
 		tokens <- struct{}{}
 	}
-	// With slots free too, claims stop at half of them.
-	for range 4 {
-		if _, ok := f.Claim(); !ok {
-			t.Fatalf("claim %d declined with free slots", held+1)
-		}
-		held++
-	}
-	if _, ok := f.Claim(); ok {
-		held++
-		t.Fatal("a fifth claim accepted while rows wait")
-	}
-	for ; held > 0; held-- {
-		f.Unclaim()
-	}
+	claimHalf("with free slots")
 	g.open()
 	holdOpen()
 	// The backlog drains: every event is delivered.
