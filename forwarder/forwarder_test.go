@@ -865,22 +865,8 @@ func testClaimHandedBackWithoutASlot(t *testing.T, store string) {
 // its attempt unspent.
 func waitHandedBack(t *testing.T, j journal.Store, id int64, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		d, err := j.Get(context.Background(), id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d.Status == journal.StatusPending {
-			if d.Attempts != 0 || len(d.AttemptLog) != 0 {
-				t.Fatalf("event %d handed back with its attempt spent: %+v", id, d)
-			}
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("event %d still %s after %s without a slot", id, d.Status, within)
-		}
-		time.Sleep(20 * time.Millisecond)
+	if d := waitStatus(t, j, id, journal.StatusPending, within); d.Attempts != 0 || len(d.AttemptLog) != 0 {
+		t.Fatalf("event %d handed back with its attempt spent: %+v", id, d)
 	}
 }
 

@@ -226,7 +226,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ReceivedAt:  start,
 	}
 	claimed := false
-	claimedAt := start // the claim's lease is counted from before the commit
+	var claimedAt time.Time // the claim's lease counts from here, before the commit
 	if in.dispatch != nil {
 		claimedAt = in.now()
 		if ev.LeaseFor, claimed = in.dispatch.Claim(); claimed {
