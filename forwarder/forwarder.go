@@ -242,23 +242,61 @@ func New(cfg Config) (*Forwarder, error) {
 	// Outcomes linger a little for larger batches: their latency is
 	// nobody's (the slot is already free, the backend has answered), and
 	// fewer, larger statements cost the database less per outcome.
-	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout, Linger: outcomeLinger},
-		func(ctx context.Context, fs []journal.Finish) ([]bool, error) {
-			ids, err := cfg.Store.Complete(ctx, fs)
-			if err != nil {
-				return nil, err
-			}
-			landed := make(map[int64]bool, len(ids))
-			for _, id := range ids {
-				landed[id] = true
-			}
-			out := make([]bool, len(fs))
-			for i, f := range fs {
-				out[i] = landed[f.ID]
-			}
-			return out, nil
-		})
+	f.complete = groupcommit.New(groupcommit.Config{MaxBatch: 100, Timeout: completeTimeout, Linger: outcomeLinger}, f.writeOutcomes)
 	return f, nil
+}
+
+// writeOutcomes records a batch of outcomes and says which took effect. A
+// batch the store fails is written again row by row, so one bad row cannot
+// fail the others (a reply excerpt the database refused once failed whole
+// batches, and every event in them was delivered again and again). A row
+// that fails alone is written once more without its texts (reply excerpt,
+// error), logged and counted (whguard_outcomes_refused_total), so its event
+// is not delivered again over a value the database will not take. When even
+// that fails, the database itself is failing: the error goes back to the
+// callers, which retry while their lease lasts.
+func (f *Forwarder) writeOutcomes(ctx context.Context, fs []journal.Finish) ([]bool, error) {
+	ids, err := f.cfg.Store.Complete(ctx, fs)
+	if err == nil {
+		return landedIn(fs, ids), nil
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	out := make([]bool, len(fs))
+	for i, fin := range fs {
+		if len(fs) > 1 {
+			if ids, err = f.cfg.Store.Complete(ctx, fs[i:i+1]); err == nil {
+				out[i] = len(ids) == 1
+				continue
+			}
+		}
+		bare := fin
+		bare.Attempt.ResponseExcerpt, bare.Attempt.Error = "", "unrecordable"
+		bare.LastError = "the journal refused this attempt's record; its reply excerpt was dropped"
+		ids, err2 := f.cfg.Store.Complete(ctx, []journal.Finish{bare})
+		if err2 != nil {
+			return nil, fmt.Errorf("record outcome of event %d: %w", fin.ID, errors.Join(err, err2))
+		}
+		f.log.Error("journal refused an outcome; recorded it without its reply excerpt",
+			zap.Int64("id", fin.ID), zap.String("status", fin.Status), zap.Error(err))
+		f.cfg.Metrics.outcomeRefused()
+		out[i] = len(ids) == 1
+	}
+	return out, nil
+}
+
+// landedIn marks which outcomes of fs are among the recorded ids.
+func landedIn(fs []journal.Finish, ids []int64) []bool {
+	landed := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		landed[id] = true
+	}
+	out := make([]bool, len(fs))
+	for i, f := range fs {
+		out[i] = landed[f.ID]
+	}
+	return out
 }
 
 // Wake asks the fetcher to look for ready rows now (the in-process signal

@@ -2,6 +2,7 @@ package forwarder_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -1192,4 +1193,96 @@ func TestStopDoesNotHangOnALeakedClaim(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Stop hung on a leaked claim")
 	}
+}
+
+// refusingStore refuses, like a database refusing one value, every batch
+// of outcomes holding an attempt whose excerpt contains "poison".
+type refusingStore struct {
+	journal.Store
+	batches atomic.Int32
+}
+
+func (r *refusingStore) Complete(ctx context.Context, fs []journal.Finish) ([]int64, error) {
+	r.batches.Add(1)
+	for _, f := range fs {
+		if strings.Contains(f.Attempt.ResponseExcerpt, "poison") {
+			return nil, fmt.Errorf("complete %d deliveries: %w", len(fs), errors.New("invalid byte sequence (SQLSTATE 22021)"))
+		}
+	}
+	return r.Store.Complete(ctx, fs)
+}
+
+// TestOneBadOutcomeCannotFailItsBatch: a batch of outcomes that fails is
+// written again row by row; the row that still fails is written without
+// its reply excerpt, counted, and its event is not delivered again. (It
+// failed before the fix: the whole batch failed, every event in it was
+// delivered again after its lease expired.)
+func TestOneBadOutcomeCannotFailItsBatch(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := &refusingStore{Store: openJournal(t, store)}
+		var calls atomic.Int32
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			b, _ := io.ReadAll(r.Body)
+			// Hold every reply until all are in, so their outcomes share batches.
+			time.Sleep(50 * time.Millisecond)
+			if strings.Contains(string(b), "bad") {
+				io.WriteString(w, "poison\x00reply")
+				return
+			}
+			io.WriteString(w, "fine")
+		}))
+		t.Cleanup(backend.Close)
+		ids := []int64{appendEvent(t, j, "good1"), appendEvent(t, j, "bad"), appendEvent(t, j, "good2"), appendEvent(t, j, "good3")}
+		_, reg := startForwarder(t, j, backend.URL, func(c *forwarder.Config) {
+			c.Timeout = time.Second
+			c.LeaseMargin = time.Second
+		})
+		for _, id := range ids {
+			d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+			if len(d.AttemptLog) != 1 {
+				t.Fatalf("event %d: %d attempts recorded, want 1", id, len(d.AttemptLog))
+			}
+		}
+		if n := calls.Load(); n != int32(len(ids)) {
+			t.Fatalf("backend called %d times, want %d (an event was delivered again)", n, len(ids))
+		}
+		if got := metricValue(t, reg, "whguard_outcomes_refused_total", nil); got != 1 {
+			t.Fatalf("whguard_outcomes_refused_total = %v, want 1", got)
+		}
+	})
+}
+
+// TestAnyReplyIsRecorded: replies with a NUL byte, invalid UTF-8 or 1 MB
+// are recorded like any other, each event delivered once (before the fix,
+// PostgreSQL refused the NUL excerpt and the events were delivered again
+// and again).
+func TestAnyReplyIsRecorded(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		replies := map[string]string{"nul": "a\x00b", "utf8": "\xff\xfe\xc3", "big": strings.Repeat("y", 1<<20)}
+		var calls atomic.Int32
+		backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			var body struct{ ID string }
+			b, _ := io.ReadAll(r.Body)
+			_ = json.Unmarshal(b, &body)
+			io.WriteString(w, replies[body.ID])
+		}))
+		t.Cleanup(backend.Close)
+		var ids []int64
+		for id := range replies {
+			ids = append(ids, appendEvent(t, j, id))
+		}
+		startForwarder(t, j, backend.URL, nil)
+		for _, id := range ids {
+			d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+			if len(d.AttemptLog) != 1 || strings.ContainsRune(d.AttemptLog[0].ResponseExcerpt, 0) {
+				t.Fatalf("event %d: attempts %+v", id, d.AttemptLog)
+			}
+		}
+		if n := calls.Load(); n != int32(len(replies)) {
+			t.Fatalf("backend called %d times, want %d", n, len(replies))
+		}
+	})
 }

@@ -19,6 +19,7 @@ type Metrics struct {
 	expired    prometheus.Counter
 	retention  *prometheus.CounterVec
 	direct     *prometheus.CounterVec
+	refused    prometheus.Counter
 	// occupancy reads the forwarder's slots, outcome places and waiting
 	// claims at scrape time (set by New; nil before).
 	occupancy atomic.Pointer[func() occupancy]
@@ -57,6 +58,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_dispatched_total",
 		Help: "Events claimed at ingest and delivered from memory without a lease statement (the rest are leased from the journal).",
 	}, []string{"provider"})
+	m.refused = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "whguard_outcomes_refused_total",
+		Help: "Delivery outcomes the journal refused to store as they were; each was recorded without its reply excerpt.",
+	})
 	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
 			f := m.occupancy.Load()
@@ -78,7 +83,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_claims_waiting",
 		Help: "New events claimed for delivery from memory that hold no delivery slot yet (being committed, or waiting for a slot); at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.claimsWaiting }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, inFlight, recording, claimsWaiting)
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, inFlight, recording, claimsWaiting)
 	return m
 }
 
@@ -136,4 +141,11 @@ func (m *Metrics) cleaned(c journal.Cleaned) {
 	}
 	m.retention.WithLabelValues("event").Add(float64(c.Events))
 	m.retention.WithLabelValues("payload").Add(float64(c.Payloads))
+}
+
+func (m *Metrics) outcomeRefused() {
+	if m == nil {
+		return
+	}
+	m.refused.Inc()
 }

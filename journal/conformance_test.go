@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -40,6 +42,7 @@ func TestConformance(t *testing.T) {
 		{"Stats", testStats},
 		{"RetentionCleanup", testRetentionCleanup},
 		{"GroupCommit", testGroupCommit},
+		{"CompleteStoresAnyExcerpt", testCompleteStoresAnyExcerpt},
 	}
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		for _, tc := range tests {
@@ -776,4 +779,49 @@ func testGroupCommit(t *testing.T, s journal.Store) {
 		t.Fatalf("%d transactions for %d requests: no group commit", calls, keys*copies)
 	}
 	t.Logf("%d requests in %d transactions", keys*copies, cs.calls.Load())
+}
+
+// testCompleteStoresAnyExcerpt: a backend's reply is arbitrary bytes. A NUL
+// byte, invalid UTF-8 or a huge excerpt must neither fail the outcome nor
+// the other outcomes of its batch (PostgreSQL refuses NUL in text with
+// SQLSTATE 22021, which once failed whole batches and made every event in
+// them be delivered again and again).
+func testCompleteStoresAnyExcerpt(t *testing.T, s journal.Store) {
+	excerpts := []string{"before\x00after", "bad \xff\xfe utf-8 \xc3", strings.Repeat("x", 1<<20), "plain"}
+	for i := range excerpts {
+		appendOne(t, s, ev("p", fmt.Sprintf("ex%d", i), "h"))
+	}
+	ds := leaseAll(t, s, time.Minute)
+	if len(ds) != len(excerpts) {
+		t.Fatalf("leased %d, want %d", len(ds), len(excerpts))
+	}
+	fs := make([]journal.Finish, len(ds))
+	for i, d := range ds {
+		fs[i] = finish(d, journal.StatusDone, 200)
+		fs[i].Attempt.ResponseExcerpt = excerpts[i]
+		fs[i].LastError = excerpts[i]
+	}
+	done, err := s.Complete(context.Background(), fs)
+	if err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if len(done) != len(ds) {
+		t.Fatalf("recorded %d outcomes, want %d", len(done), len(ds))
+	}
+	for i, d := range ds {
+		got := get(t, s, d.ID)
+		if got.Status != journal.StatusDone || len(got.AttemptLog) != 1 {
+			t.Fatalf("event %d: status %s, %d attempts", d.ID, got.Status, len(got.AttemptLog))
+		}
+		x := got.AttemptLog[0].ResponseExcerpt
+		if strings.ContainsRune(x, 0) || !utf8.ValidString(x) || len(x) > journal.MaxExcerptBytes {
+			t.Fatalf("excerpt %d stored unsafely: %d bytes, %q…", i, len(x), x[:min(len(x), 40)])
+		}
+	}
+	if x := get(t, s, ds[0].ID).AttemptLog[0].ResponseExcerpt; !strings.Contains(x, "before") || !strings.Contains(x, "after") {
+		t.Fatalf("NUL excerpt lost its text: %q", x)
+	}
+	if x := get(t, s, ds[3].ID).AttemptLog[0].ResponseExcerpt; x != "plain" {
+		t.Fatalf("plain excerpt changed: %q", x)
+	}
 }

@@ -444,6 +444,7 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 		done = done[:0]
 		now := s.now()
 		for _, f := range fs {
+			f = f.storable()
 			next := sql.NullInt64{}
 			if f.Status == StatusRetry {
 				next = sql.NullInt64{Int64: now.Add(f.RetryIn).UnixNano(), Valid: true}
