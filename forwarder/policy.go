@@ -82,10 +82,19 @@ func (p Policy) Backoff(budgetAttempt int, rnd func() float64) time.Duration {
 	return time.Duration(rnd() * float64(ceiling))
 }
 
+// retryable is the one classification of a backend's answer that is not
+// 2xx: true means transient (retry after a backoff), false permanent (dead
+// at once). Transient: 408 Request Timeout, 425 Too Early, 429 Too Many
+// Requests and the 5xx server errors, except 501 Not Implemented and 505
+// HTTP Version Not Supported, which say the backend cannot handle this
+// request at all. Everything else (3xx, since redirects are not followed,
+// and the other 4xx) is permanent.
 func retryable(status int) bool {
 	switch status {
 	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
 		return true
+	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
+		return false
 	}
 	return status >= 500
 }

@@ -103,3 +103,27 @@ func TestParseRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusClasses covers every status the classification names, one
+// row each: what the backend's answer means for the event.
+func TestStatusClasses(t *testing.T) {
+	p := Policy{BaseDelay: time.Second, MaxDelay: time.Minute, MaxAttempts: 5}
+	for code, want := range map[int]string{
+		200: OutcomeDone, 201: OutcomeDone, 202: OutcomeDone, 204: OutcomeDone, 299: OutcomeDone,
+		// Redirects are not followed: the target is misconfigured.
+		301: OutcomeDead, 302: OutcomeDead, 307: OutcomeDead, 308: OutcomeDead,
+		400: OutcomeDead, 401: OutcomeDead, 403: OutcomeDead, 404: OutcomeDead,
+		405: OutcomeDead, 409: OutcomeDead, 410: OutcomeDead, 413: OutcomeDead,
+		415: OutcomeDead, 422: OutcomeDead,
+		408: OutcomeRetry, 425: OutcomeRetry, 429: OutcomeRetry,
+		500: OutcomeRetry, 502: OutcomeRetry, 503: OutcomeRetry, 504: OutcomeRetry,
+		507: OutcomeRetry, 511: OutcomeRetry, 599: OutcomeRetry,
+		// The backend does not implement this at all: retrying cannot help.
+		501: OutcomeDead, 505: OutcomeDead,
+		0: OutcomeRetry, // no answer: connection error or timeout
+	} {
+		if got := p.Decide(1, code, "", time.Now(), func() float64 { return 0.5 }).Outcome; got != want {
+			t.Errorf("status %d: %s, want %s", code, got, want)
+		}
+	}
+}
