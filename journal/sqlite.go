@@ -269,15 +269,13 @@ func (s *SQLite) Migrate(ctx context.Context) ([]int, error) {
 		if err != nil {
 			return fmt.Errorf("read applied versions: %w", err)
 		}
-		for rows.Next() {
-			var v int
-			if err := rows.Scan(&v); err != nil {
-				rows.Close()
-				return err
-			}
+		var v int
+		if err := eachRow(rows, func() error {
 			done[v] = true
+			return nil
+		}, &v); err != nil {
+			return fmt.Errorf("read applied versions: %w", err)
 		}
-		rows.Close()
 		for _, m := range ms {
 			if done[m.version] {
 				continue
@@ -393,25 +391,21 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 		if err != nil {
 			return fmt.Errorf("lease events: %w", err)
 		}
-		for rows.Next() {
-			var (
-				d               Delivery
-				base            int
-				token           []byte
-				expires, recvAt int64
-			)
-			if err := rows.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt); err != nil {
-				rows.Close()
-				return err
-			}
-			d.BudgetAttempt = d.Attempt - base
-			d.LeaseToken, _ = uuid.FromBytes(token)
-			d.LeaseExpiresAt, d.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
-			out = append(out, d)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		var (
+			d               Delivery
+			base            int
+			token           []byte
+			expires, recvAt int64
+		)
+		if err := eachRow(rows, func() error {
+			c := d
+			c.BudgetAttempt = d.Attempt - base
+			c.LeaseToken, _ = uuid.FromBytes(token)
+			c.LeaseExpiresAt, c.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
+			out = append(out, c)
+			return nil
+		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt); err != nil {
+			return fmt.Errorf("lease events: %w", err)
 		}
 		for i := range out {
 			var headers string
@@ -542,16 +536,12 @@ ORDER BY id DESC LIMIT ?`, f.Status, f.Status, f.Provider, f.Provider, f.Before,
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
-	defer rows.Close()
 	var out []Summary
-	for rows.Next() {
+	if err := eachRow(rows, func() error {
 		sm, err := scanSQLiteSummary(rows)
-		if err != nil {
-			return nil, 0, fmt.Errorf("list events: %w", err)
-		}
 		out = append(out, sm)
-	}
-	if err := rows.Err(); err != nil {
+		return err
+	}); err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
 	var next int64
@@ -599,37 +589,33 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	d.AttemptLog = []Attempt{}
-	for rows.Next() {
-		var (
-			a       Attempt
-			started int64
-		)
-		if err := rows.Scan(&a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	var (
+		a       Attempt
+		started int64
+	)
+	if err := eachRow(rows, func() error {
 		a.StartedAt = time.Unix(0, started).UTC()
 		d.AttemptLog = append(d.AttemptLog, a)
+		return nil
+	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
+		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
-	rows.Close()
 	rows, err = s.r.QueryContext(ctx, `SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
 	d.Replays = []Replay{}
-	for rows.Next() {
-		var (
-			rp Replay
-			at int64
-		)
-		if err := rows.Scan(&rp.FromStatus, &rp.Reason, &at); err != nil {
-			rows.Close()
-			return nil, err
-		}
+	var (
+		rp Replay
+		at int64
+	)
+	if err := eachRow(rows, func() error {
 		rp.ReplayedAt = time.Unix(0, at).UTC()
 		d.Replays = append(d.Replays, rp)
+		return nil
+	}, &rp.FromStatus, &rp.Reason, &at); err != nil {
+		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
-	rows.Close()
 	return &d, nil
 }
 
@@ -711,15 +697,13 @@ ORDER BY id LIMIT ?`, status, f.Provider, f.Provider, since, since, after, ceili
 				return err
 			}
 			var ids []int64
-			for rows.Next() {
-				var id int64
-				if err := rows.Scan(&id); err != nil {
-					rows.Close()
-					return err
-				}
+			var id int64
+			if err := eachRow(rows, func() error {
 				ids = append(ids, id)
+				return nil
+			}, &id); err != nil {
+				return err
 			}
-			rows.Close()
 			for _, id := range ids {
 				if err := s.replayOne(ctx, tx, id, status, reason); err != nil {
 					return err
@@ -748,37 +732,57 @@ func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
 	if err != nil {
 		return st, fmt.Errorf("count events: %w", err)
 	}
-	for rows.Next() {
-		var (
-			status string
-			n      int
-		)
-		if err := rows.Scan(&status, &n); err != nil {
-			rows.Close()
-			return st, err
-		}
+	var (
+		status string
+		n      int
+	)
+	if err := eachRow(rows, func() error {
 		st.ByStatus[status] = n
+		return nil
+	}, &status, &n); err != nil {
+		return st, fmt.Errorf("count events: %w", err)
 	}
-	rows.Close()
 	rows, err = s.r.QueryContext(ctx, `
 SELECT provider, min(received_at) FROM whguard_events
 WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	if err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
-	defer rows.Close()
 	now := s.now()
-	for rows.Next() {
-		var (
-			provider string
-			oldest   int64
-		)
-		if err := rows.Scan(&provider, &oldest); err != nil {
-			return st, err
-		}
+	var (
+		provider string
+		oldest   int64
+	)
+	if err := eachRow(rows, func() error {
 		st.OldestUndelivered[provider] = now.Sub(time.Unix(0, oldest))
+		return nil
+	}, &provider, &oldest); err != nil {
+		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
-	return st, rows.Err()
+	return st, nil
+}
+
+// eachRow scans every row of rows into dest (when dest is given) and calls
+// fn after each; it closes rows and returns the first error of a scan, of
+// fn or of the iteration itself. A loop over rows.Next alone ends early and
+// silently when the iteration fails (an interrupted statement, an I/O
+// error), which once let a bulk replay stop half-way and report success.
+func eachRow(rows *sql.Rows, fn func() error, dest ...any) error {
+	defer rows.Close()
+	for rows.Next() {
+		if len(dest) > 0 {
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+		}
+		if err := fn(); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	return rows.Close()
 }
 
 // The write path's statements, prepared once on the writer connection
