@@ -101,9 +101,14 @@ const (
 	// is kept and the conflicting one recorded.
 	Conflict
 	// Refused: the store refused this event's data (nothing was written);
-	// the other events of the batch are unaffected. Answer it like a
-	// failed commit.
+	// the other events of the batch are unaffected. Resending the same
+	// request cannot succeed.
 	Refused
+	// Unrecorded: the key exists with other content, but recording this
+	// conflicting copy failed: nothing of it was written while the rest
+	// of the batch was committed. Answer it like a failed commit (503):
+	// the sender's retry records it.
+	Unrecorded
 )
 
 // String names the outcome for logs and metrics.
@@ -117,6 +122,8 @@ func (o Outcome) String() string {
 		return "conflict"
 	case Refused:
 		return "refused"
+	case Unrecorded:
+		return "unrecorded"
 	}
 	return "unknown"
 }

@@ -335,19 +335,21 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	for i, e := range entries {
 		e.judge(results, events, refs[i], isNew[i])
 	}
-	// Record every conflicting payload for inspection (rare; the events
-	// themselves are already committed, so a failure here answers 503 and
-	// the sender's retry finds the key).
+	// Record every conflicting payload for inspection (rare). The batch
+	// is already committed: a copy that cannot be recorded is answered as
+	// not stored (Unrecorded) and fails nothing else, or the new events
+	// committed with it would be answered 503 as well.
 	for i := range events {
 		if results[i].Outcome != Conflict {
 			continue
 		}
 		h, err := marshalHeaders(events[i].Headers)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			_, err = p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body))
 		}
-		if _, err := p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body)); err != nil {
-			return nil, fmt.Errorf("record conflict: %w", err)
+		if err != nil {
+			p.log.Warn("record conflicting copy failed", zap.String("provider", events[i].Provider), zap.Error(err))
+			results[i].Outcome = Unrecorded
 		}
 	}
 	return results, nil

@@ -463,3 +463,26 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 		t.Errorf("checked only %d hot statements: %v", len(checked), checked)
 	}
 }
+
+// TestUnrecordedConflictFailsOnlyItself: the copy of a conflicting event is
+// recorded after the batch's commit. When that fails, only the conflicting
+// event is answered as not stored; the new events committed with it stay
+// Inserted (before, the whole batch returned an error and its committed
+// events were answered 503).
+func TestUnrecordedConflictFailsOnlyItself(t *testing.T) {
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	appendOne(t, s, ev("p", "old", "h1"))
+	if _, err := s.Pool().Exec(ctx, `
+CREATE FUNCTION refuse_conflict() RETURNS trigger LANGUAGE plpgsql AS $$BEGIN RAISE EXCEPTION 'disk full'; END$$;
+CREATE TRIGGER refuse_conflict BEFORE INSERT ON whguard_conflicts FOR EACH ROW EXECUTE FUNCTION refuse_conflict();`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Append(ctx, []journal.Event{ev("p", "new", "h"), ev("p", "old", "h2")})
+	if err != nil {
+		t.Fatalf("append: %v", err)
+	}
+	if res[0].Outcome != journal.Inserted || res[1].Outcome != journal.Unrecorded {
+		t.Fatalf("outcomes %v, %v; want inserted, unrecorded", res[0].Outcome, res[1].Outcome)
+	}
+}

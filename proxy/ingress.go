@@ -241,6 +241,9 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), in.timeout)
 	defer cancel()
 	results, err := in.journal.Append(ctx, []journal.Event{ev})
+	if err == nil && results[0].Outcome == journal.Unrecorded {
+		err = errors.New("recording the conflicting copy failed")
+	}
 	if err != nil {
 		in.log.Warn("journal commit failed", zap.String("provider", name), zap.String("event_id", event.ID), zap.Error(err))
 		w.Header().Set("Retry-After", "5")

@@ -674,3 +674,71 @@ func testDispatchedDeliveriesUnderDuplicates(t *testing.T, store string) {
 	}
 	t.Logf("%s: %v of %d events dispatched from memory", store, dispatched, events)
 }
+
+// TestStalledJournal503MeansNotStored: a 503 promises the sender that
+// nothing was stored. The journal stalls behind a table lock held by the
+// test; the request times out with 503; once the lock is gone the group
+// commit must not store the event after all (it did before the fix: the
+// flush outlived the request by seconds and committed the event the
+// sender had been told to resend).
+func TestStalledJournal503MeansNotStored(t *testing.T) {
+	ctx := context.Background()
+	pg := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "std", Scheme: "standard", Secrets: []string{stdSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes:        []proxy.Route{{Path: "/webhooks/std", Provider: p}},
+		Journal:       journal.NewGroupCommitter(pg, 2, nil),
+		CommitTimeout: 500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: httptest.NewServer(in), j: pg}
+	t.Cleanup(f.srv.Close)
+
+	lock, err := pg.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lock.Exec(ctx, `LOCK TABLE whguard_events IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	body := `{"type":"stalled"}`
+	start := time.Now()
+	r := f.post(t, "/webhooks/std", signStandard("msg_stalled", time.Now(), body), body)
+	if r.status != http.StatusServiceUnavailable {
+		t.Fatalf("stalled journal: %+v, want 503", r)
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("503 after %s; the commit timeout is 500ms", took)
+	}
+	if err := lock.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Wait until no statement of the journal's is running any more.
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var active int
+		if err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'`).Scan(&active); err != nil {
+			t.Fatal(err)
+		}
+		if active == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements still running 15 s after the lock was released", active)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if evs := f.events(t); len(evs) != 0 {
+		t.Fatalf("answered 503 but stored %d event(s): %+v", len(evs), evs)
+	}
+	// The sender's retry is stored as new.
+	if r := f.post(t, "/webhooks/std", signStandard("msg_stalled", time.Now(), body), body); r.status != http.StatusAccepted {
+		t.Fatalf("retry after the stall: %+v, want 202", r)
+	}
+}

@@ -25,8 +25,10 @@ type Config struct {
 	// MaxInFlight bounds concurrent flushes; 0 means 1 (pure group commit:
 	// everything that arrives during a flush shares the next one).
 	MaxInFlight int
-	// Timeout bounds one flush; 0 means 10 s. Flushes do not use the
-	// callers' contexts: a caller that gives up must not cancel the others.
+	// Timeout bounds one flush; 0 means 10 s. A flush ends earlier at
+	// the earliest deadline of the calls it carries (see Do). Flushes do
+	// not use the callers' contexts otherwise: a caller that gives up must
+	// not cancel the others.
 	Timeout time.Duration
 	// OnFlush, when set, is told the size and duration of every flush.
 	OnFlush func(items int, took time.Duration, err error)
@@ -52,9 +54,11 @@ type Group[T, R any] struct {
 
 type call[T, R any] struct {
 	items []T
-	res   []R
-	err   error
-	done  chan struct{}
+	// deadline is the caller's context deadline (zero: none).
+	deadline time.Time
+	res      []R
+	err      error
+	done     chan struct{}
 }
 
 // New returns a Group that writes through flush.
@@ -69,14 +73,23 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 	}
 }
 
-// Do queues items and waits for the flush that carries them. When ctx ends
-// first, Do returns ctx.Err() but the items may still be written: callers
-// must treat an error as "not known to be written", never as "not written".
+// Do queues items and waits for the flush that carries them. The flush
+// ends by the deadline of ctx (if it has one): a call whose deadline has
+// passed before its flush starts is failed unwritten, and a flush ends at
+// the earliest deadline of its calls, so an error from Do means the items
+// were not written, not "maybe later" (a flush that outlived its callers
+// once committed events whose senders had been answered 503). Do waits for
+// that flush even when ctx is cancelled, which the flush deadline bounds.
+//
+// One window remains, as with any database client: a commit that lands
+// just as its deadline passes can be reported as failed; such items are
+// written and a retry of them meets them as duplicates.
 func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
 	if len(items) == 0 {
 		return nil, nil
 	}
 	c := &call[T, R]{items: items, done: make(chan struct{})}
+	c.deadline, _ = ctx.Deadline()
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
 	if g.inflight < g.maxIn {
@@ -84,12 +97,8 @@ func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
 		go g.run()
 	}
 	g.mu.Unlock()
-	select {
-	case <-c.done:
-		return c.res, c.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
+	<-c.done
+	return c.res, c.err
 }
 
 // run flushes queued calls until the queue is empty.
@@ -115,12 +124,32 @@ func (g *Group[T, R]) run() {
 		g.queue = g.queue[n:]
 		g.mu.Unlock()
 
+		// Calls already past their deadline are failed unwritten; the
+		// flush ends by the earliest deadline of the rest.
+		start := time.Now()
+		deadline := start.Add(g.timeout)
+		live := batch[:0]
+		for _, c := range batch {
+			switch {
+			case c.deadline.IsZero():
+			case !c.deadline.After(start):
+				c.err = context.DeadlineExceeded
+				close(c.done)
+				continue
+			case c.deadline.Before(deadline):
+				deadline = c.deadline
+			}
+			live = append(live, c)
+		}
+		batch = live
+		if len(batch) == 0 {
+			continue
+		}
 		items := make([]T, 0, size)
 		for _, c := range batch {
 			items = append(items, c.items...)
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), g.timeout)
-		start := time.Now()
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		res, err := g.flush(ctx, items)
 		cancel()
 		if g.onFlush != nil {
@@ -151,4 +180,11 @@ func (g *Group[T, R]) queued() int {
 		n += len(c.items)
 	}
 	return n
+}
+
+// flushing counts the flushes running (tests).
+func (g *Group[T, R]) flushing() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.inflight
 }

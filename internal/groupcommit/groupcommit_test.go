@@ -110,27 +110,85 @@ func TestFailedFlushFailsOnlyItsBatch(t *testing.T) {
 	}
 }
 
-// A caller that gives up gets ctx.Err() without cancelling the flush.
-func TestCallerContextDoesNotCancelFlush(t *testing.T) {
-	release := make(chan struct{})
-	var flushed atomic.Bool
+// A caller's deadline bounds its flush, so an error from Do means "not
+// written": the flush sees the deadline, and Do answers only once the
+// flush is over (before, Do returned at the deadline while the flush went
+// on and could still write the items).
+func TestCallerDeadlineBoundsTheFlush(t *testing.T) {
+	var ended atomic.Bool
 	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
-		<-release
-		flushed.Store(ctx.Err() == nil)
-		return items, nil
+		<-ctx.Done() // a stalled database, interrupted by the deadline
+		ended.Store(true)
+		return nil, ctx.Err()
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := g.Do(ctx, []int{1}); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("err %v", err)
 	}
-	close(release)
-	deadline := time.Now().Add(time.Second)
-	for !flushed.Load() {
-		if time.Now().After(deadline) {
-			t.Fatal("the flush was cancelled with its caller")
+	if !ended.Load() {
+		t.Fatal("Do returned before its flush was over")
+	}
+}
+
+// A call whose deadline passed while it was queued is failed unwritten,
+// and does not shorten the flush of the calls behind it.
+func TestExpiredCallIsNotWritten(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var written []int
+	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
+		if items[0] == 0 {
+			<-release
 		}
+		mu.Lock()
+		written = append(written, items...)
+		mu.Unlock()
+		return items, nil
+	})
+	go g.Do(context.Background(), []int{0}) // occupies the only flush
+	for g.queued() != 0 || g.flushing() == 0 {
 		time.Sleep(time.Millisecond)
+	}
+	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { _, err := g.Do(short, []int{1}); errc <- err }()
+	for g.queued() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	<-short.Done()
+	close(release)
+	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("expired call: %v", err)
+	}
+	if res, err := g.Do(context.Background(), []int{2}); err != nil || res[0] != 2 {
+		t.Fatalf("later call: %v %v", res, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, v := range written {
+		if v == 1 {
+			t.Fatalf("the expired call was written: %v", written)
+		}
+	}
+}
+
+// A caller that is cancelled (no deadline) does not cancel the flush of
+// the others, and still learns the flush's result.
+func TestCallerCancelDoesNotCancelFlush(t *testing.T) {
+	release := make(chan struct{})
+	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
+		<-release
+		return items, ctx.Err()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	errc := make(chan error, 1)
+	go func() { _, err := g.Do(ctx, []int{1}); errc <- err }()
+	close(release)
+	if err := <-errc; err != nil {
+		t.Fatalf("the flush was cancelled with its caller: %v", err)
 	}
 }
 
