@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// Regression: with scheme hmac a bad WHGUARD_<NAME>_SIGNATURE_HEADER was
+// reported as WHGUARD_<NAME>_ID_HEADER, because the variable was guessed
+// from the words of verify's message ("header").
+func TestBadSignatureHeaderNamesItsVariable(t *testing.T) {
+	code, _, stderr := runCmd([]string{"serve"},
+		"WHGUARD_DATABASE_URL="+dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x",
+		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+	}
+	if !strings.Contains(stderr, "WHGUARD_X_SIGNATURE_HEADER: ") || strings.Contains(stderr, "WHGUARD_X_ID_HEADER") {
+		t.Fatalf("stderr does not blame WHGUARD_X_SIGNATURE_HEADER alone: %s", stderr)
+	}
+}
+
+// Every variable that can hold a bad value is reported under its own name,
+// alone, with a hint of what is valid.
+func TestEveryBadVariableNamed(t *testing.T) {
+	base := []string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s"}
+	hmac := []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SIGNATURE_HEADER=X-Sig"}
+	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	cases := []struct {
+		key, value string
+		extra      []string // set before key=value
+		hint       string
+	}{
+		{"WHGUARD_DATABASE_URL", "mysql://x", nil, "postgres:// or sqlite:"},
+		{"WHGUARD_BACKEND_URL", "localhost:3000", nil, "http(s) URL"},
+		{"WHGUARD_PROVIDERS", "a-b", nil, "letters, digits"},
+		{"WHGUARD_MAX_BODY_BYTES", "lots", nil, "whole number"},
+		{"WHGUARD_LOG_LEVEL", "loud", nil, "debug, info, warn or error"},
+		{"WHGUARD_LOG_FORMAT", "xml", nil, "json or console"},
+		{"WHGUARD_SHUTDOWN_TIMEOUT", "0s", nil, "positive"},
+		{"WHGUARD_FORWARD_TIMEOUT", "10", nil, "Go duration"},
+		{"WHGUARD_FORWARD_CONCURRENCY", "0", nil, "from 1 to 1000"},
+		{"WHGUARD_RETRY_BASE_DELAY", "0s", nil, "positive"},
+		{"WHGUARD_RETRY_MAX_DELAY", "1ms", nil, "at least"},
+		{"WHGUARD_RETRY_MAX_ATTEMPTS", "0", nil, "at least 1"},
+		{"WHGUARD_DEDUP_RETENTION", "30m", nil, "at least 1h"},
+		{"WHGUARD_PAYLOAD_RETENTION", "0s", nil, "at most WHGUARD_DEDUP_RETENTION"},
+
+		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
+		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},
+		{"WHGUARD_X_SECRET_PREVIOUS", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard", "WHGUARD_X_SECRET=" + whsec}, "base64"},
+		{"WHGUARD_X_SECRET_FILE", "/nonexistent/secrets", nil, "one secret per line"},
+		{"WHGUARD_X_PATH", "hooks", nil, "must start with /"},
+		{"WHGUARD_X_TOLERANCE", "-1s", nil, "positive duration"},
+		{"WHGUARD_X_ID_HEADER", "bad header", nil, "letters, digits"},
+		{"WHGUARD_X_MAX_BODY_BYTES", "-1", nil, "positive"},
+		{"WHGUARD_X_BACKEND_URL", "ftp://x", nil, "http(s) URL"},
+		{"WHGUARD_X_FORWARD_PATH", "x", nil, "must start with /"},
+		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
+		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
+		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
+		{"WHGUARD_X_SIGNATURE_HEADER", "bad header", hmac, "letters, digits"},
+		{"WHGUARD_X_SIGNATURE_ENCODING", "base32", hmac, "hex (the default) or base64"},
+		{"WHGUARD_X_TIMESTAMP_HEADER", "bad header", append(hmac, "WHGUARD_X_SIGNED_CONTENT={timestamp}.{body}"), "letters, digits"},
+		{"WHGUARD_X_SIGNED_CONTENT", "{nope}", hmac, "{id}, {timestamp}, {body}"},
+	}
+	// Variables no value of which is refused at start-up.
+	anyValue := map[string]string{
+		"WHGUARD_LISTEN":             "checked when listening",
+		"WHGUARD_ADMIN_LISTEN":       "checked when listening",
+		"WHGUARD_ADMIN_TOKEN":        "any token",
+		"WHGUARD_ADMIN_URL":          "read by whguard events only",
+		"WHGUARD_X_SIGNATURE_PREFIX": "any text",
+	}
+	covered := map[string]bool{}
+	for _, tc := range cases {
+		covered[tc.key] = true
+		t.Run(tc.key, func(t *testing.T) {
+			environ := append(append(append([]string{}, base...), tc.extra...), tc.key+"="+tc.value)
+			_, _, err := loadConfig(environ)
+			if err == nil {
+				t.Fatalf("%s=%q accepted", tc.key, tc.value)
+			}
+			errs := configErrors(err)
+			var ce *configError
+			if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != tc.key {
+				t.Fatalf("want one error naming %s, got:\n%v", tc.key, err)
+			}
+			if !strings.HasPrefix(ce.Error(), tc.key+": ") || !strings.Contains(ce.msg, tc.hint) {
+				t.Fatalf("error %q does not start with %s or hint %q", ce, tc.key, tc.hint)
+			}
+		})
+	}
+	for k := range knownKeys(&config{}, envPrefix) {
+		if !covered[k] && anyValue[k] == "" {
+			t.Errorf("%s: no bad-value case (add one, or list it in anyValue)", k)
+		}
+	}
+	for k := range knownKeys(&providerEnv{}, "WHGUARD_X_") {
+		if !covered[k] && anyValue[k] == "" {
+			t.Errorf("%s: no bad-value case (add one, or list it in anyValue)", k)
+		}
+	}
+}
+
+// Several bad variables are all reported, one per line, in one run.
+func TestAllConfigErrorsReported(t *testing.T) {
+	code, _, stderr := runCmd([]string{"serve"},
+		"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x,y", "WHGUARD_LOG_FORMAT=xml",
+		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header", "WHGUARD_X_SIGNATURE_ENCODING=base32",
+		"WHGUARD_Y_SCHEME=stripe")
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; stderr: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	want := []string{"WHGUARD_LOG_FORMAT", "WHGUARD_X_SIGNATURE_HEADER", "WHGUARD_X_SIGNATURE_ENCODING", "WHGUARD_Y_SECRET"}
+	if len(lines) != len(want) {
+		t.Fatalf("want %d lines, got:\n%s", len(want), stderr)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], "whguard: invalid configuration: "+w+": ") {
+			t.Errorf("line %d is not about %s: %s", i+1, w, lines[i])
+		}
+	}
+}
