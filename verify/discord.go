@@ -63,9 +63,6 @@ func newDiscordScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, erro
 // never quote the key.
 func parseDiscordPublicKey(s string) (ed25519.PublicKey, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, fieldErrorf(FieldPublicKey, "public key (hex ed25519 key of the Discord application) is required")
-	}
 	if len(s) != hex.EncodedLen(ed25519.PublicKeySize) {
 		return nil, fieldErrorf(FieldPublicKey, "public key is not a hex ed25519 key: expected %d hex digits", hex.EncodedLen(ed25519.PublicKeySize))
 	}

@@ -60,3 +60,21 @@ func TestNewProviderFieldErrors(t *testing.T) {
 		t.Fatalf("empty second secret: %+v", fes)
 	}
 }
+
+// The registry's required settings are exactly what an empty configuration
+// of each scheme is refused for.
+func TestRequiredFieldsMatchConstructors(t *testing.T) {
+	for _, scheme := range KnownSchemes() {
+		_, err := NewProvider(ProviderConfig{Name: "x", Scheme: scheme})
+		var got []Field
+		for _, fe := range FieldErrors(err) {
+			got = append(got, fe.Field)
+		}
+		if want := RequiredFields(scheme); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: empty configuration refused for %v, registry requires %v (error: %v)", scheme, got, want, err)
+		}
+	}
+	if RequiredFields("nope") != nil || DefaultTolerance("nope") != 0 {
+		t.Error("unknown scheme has requirements or a tolerance")
+	}
+}

@@ -79,9 +79,7 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	}
 
 	switch {
-	case c.SignatureHeader == "":
-		errs = append(errs, fieldErrorf(FieldSignatureHeader, "HMAC signature header is required: the name of the header carrying the signature"))
-	case !isToken(c.SignatureHeader):
+	case !isToken(c.SignatureHeader): // set: the registry checked
 		errs = append(errs, fieldErrorf(FieldSignatureHeader, "HMAC signature header is not a valid header name (%s)", tokenHint))
 	}
 	if c.TimestampHeader != "" && !isToken(c.TimestampHeader) {

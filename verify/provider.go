@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,8 +25,8 @@ type ProviderConfig struct {
 	// Name is the provider name, lower case; it appears only in error
 	// messages.
 	Name string
-	// Scheme is one of KnownSchemes: "standard", "svix", "stripe",
-	// "github", "none".
+	// Scheme is one of KnownSchemes; RequiredFields says which of the
+	// other settings it needs.
 	Scheme string
 	// Secrets holds the signing secrets, current first, then previous ones
 	// still accepted during a rotation. Each is taken verbatim (spaces
@@ -109,41 +110,31 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 		errs = append(errs, fieldErrorf(FieldIDHeader, "ID header %q is not a valid header name (%s)", cfg.IDHeader, tokenHint))
 	}
 
-	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader}
-	var err error
-	switch cfg.Scheme {
-	case SchemeStandard, SchemeSvix:
-		var keys [][]byte
-		if keys, err = secretKeys(cfg.Secrets, decodeStandardSecret); err == nil {
-			p.verifier = newStandardScheme(keys, tolerance, cfg.Scheme == SchemeSvix)
-		}
-	case SchemeStripe:
-		var keys [][]byte
-		if keys, err = secretKeys(cfg.Secrets, rawSecret); err == nil {
-			p.verifier = &stripeScheme{keys: keys, tolerance: tolerance}
-			p.volatile = stripeVolatile()
-		}
-	case SchemeGitHub:
-		var keys [][]byte
-		if keys, err = secretKeys(cfg.Secrets, rawSecret); err == nil {
-			p.verifier = &githubScheme{keys: keys}
-		}
-	case SchemeNone:
-		p.verifier = noneScheme{}
-	case SchemeSlack, SchemeShopify, SchemeTwilio, SchemePaddle, SchemeLinear, SchemeIntercom, SchemeZoom,
-		SchemeSquare, SchemeSendGrid, SchemePagerDuty, SchemeDiscord, SchemeGitLab, SchemeHMAC:
-		var v Scheme
-		if v, err = newExtraScheme(cfg, tolerance); err == nil {
-			p.verifier = v
-			if d, ok := v.(volatileDeclarer); ok {
-				p.volatile = d.Volatile()
+	spec, ok := lookupScheme(cfg.Scheme)
+	if !ok {
+		errs = append(errs, fieldErrorf(FieldScheme, "unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", ")))
+		return nil, errors.Join(errs...)
+	}
+	// Build even when a required setting is missing, so that the other
+	// settings' problems are reported too; the missing one's is said once.
+	missing := spec.missing(cfg)
+	v, err := spec.build(cfg, tolerance)
+	errs = append(errs, missing...)
+	if len(missing) == 0 {
+		errs = append(errs, err)
+	} else {
+		for _, fe := range FieldErrors(err) {
+			if !slices.ContainsFunc(missing, func(m error) bool { return m.(*FieldError).Field == fe.Field }) {
+				errs = append(errs, fe)
 			}
 		}
-	default:
-		err = fieldErrorf(FieldScheme, "unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", "))
 	}
-	if err := errors.Join(append(errs, err)...); err != nil {
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v}
+	if d, ok := v.(volatileDeclarer); ok {
+		p.volatile = d.Volatile()
 	}
 	return p, nil
 }

@@ -50,9 +50,6 @@ func newSendGridScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, err
 // value is ignored. Errors never quote the key.
 func parseSendGridPublicKey(s string) (*ecdsa.PublicKey, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, fieldErrorf(FieldPublicKey, "public key (base64 DER of the SendGrid ECDSA P-256 verification key) is required")
-	}
 	der, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
 		return nil, fieldErrorf(FieldPublicKey, "public key is not base64 DER of an ECDSA P-256 key: not base64")

@@ -41,9 +41,6 @@ func newSquareScheme(cfg ProviderConfig) (Scheme, error) {
 // without query or fragment (SPEC 4: the received query string is
 // appended). The error does not quote the URL.
 func checkSquarePublicURL(raw string) error {
-	if raw == "" {
-		return fieldErrorf(FieldPublicURL, "public URL (the Square notification URL) is required")
-	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:

@@ -78,9 +78,6 @@ func newTwilioScheme(cfg ProviderConfig) (Scheme, error) {
 // re-serializing the URL, so that the configured spelling (which Twilio
 // signs) is kept. Errors do not quote the URL.
 func twilioURLVariants(raw string) ([]string, error) {
-	if raw == "" {
-		return nil, fieldErrorf(FieldPublicURL, "public URL (the webhook URL configured in Twilio) is required")
-	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:

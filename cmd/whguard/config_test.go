@@ -2,8 +2,14 @@ package main
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/whguard/whguard/verify"
 )
 
 // Regression: with scheme hmac a bad WHGUARD_<NAME>_SIGNATURE_HEADER was
@@ -122,5 +128,88 @@ func TestAllConfigErrorsReported(t *testing.T) {
 		if !strings.HasPrefix(lines[i], "whguard: invalid configuration: "+w+": ") {
 			t.Errorf("line %d is not about %s: %s", i+1, w, lines[i])
 		}
+	}
+}
+
+// readmeTable returns the rows of the README table whose header row starts
+// with header, each split into its cells.
+func readmeTable(t *testing.T, header string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, header):
+			in = true
+		case in && strings.HasPrefix(line, "|---"):
+		case in && strings.HasPrefix(line, "|"):
+			cells := strings.Split(strings.Trim(line, "|"), "|")
+			for i := range cells {
+				cells[i] = strings.TrimSpace(cells[i])
+			}
+			rows = append(rows, cells)
+		case in:
+			return rows
+		}
+	}
+	if !in {
+		t.Fatalf("README.md has no table headed %q", header)
+	}
+	return rows
+}
+
+// The README's scheme table lists the registry's schemes, in order, with
+// their required variables and default tolerances.
+func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
+	varField := map[string]verify.Field{}
+	for f, v := range fieldVars {
+		varField[v] = f
+	}
+	upper := regexp.MustCompile("`([A-Z][A-Z_]*)`")
+	rows := readmeTable(t, "| scheme | set |")
+	var names []string
+	for _, row := range rows {
+		if len(row) != 5 {
+			t.Fatalf("row of %d cells: %q", len(row), row)
+		}
+		name := strings.Trim(row[0], "`")
+		names = append(names, name)
+
+		// Required: the variables named in "set" outside parentheses and
+		// before "optionally".
+		set, _, _ := strings.Cut(row[1], "optionally")
+		set = regexp.MustCompile(`\([^)]*\)`).ReplaceAllString(set, "")
+		var required []verify.Field
+		for _, m := range upper.FindAllStringSubmatch(set, -1) {
+			f, ok := varField[m[1]]
+			if !ok {
+				t.Errorf("%s: README requires %s, not a scheme setting", name, m[1])
+			}
+			required = append(required, f)
+		}
+		if want := verify.RequiredFields(name); fmt.Sprint(required) != fmt.Sprint(want) {
+			t.Errorf("%s: README requires %v, the registry %v", name, required, want)
+		}
+
+		tol, _, _ := strings.Cut(row[4], " ")
+		want := verify.DefaultTolerance(name)
+		switch tol {
+		case "none", "—":
+			if want != 0 {
+				t.Errorf("%s: README says no tolerance, the registry %s", name, want)
+			}
+		default:
+			d, err := time.ParseDuration(tol)
+			if err != nil || d != want {
+				t.Errorf("%s: README tolerance %q, the registry %s", name, row[4], want)
+			}
+		}
+	}
+	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {
+		t.Errorf("README schemes %v, registry %v", names, verify.KnownSchemes())
 	}
 }
