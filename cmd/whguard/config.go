@@ -15,33 +15,72 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
 
 // envPrefix prefixes every configuration variable.
 const envPrefix = "WHGUARD_"
 
-// config is the whole configuration, parsed once from WHGUARD_* variables.
+// Defaults of the settings whose component has no constant of its own.
+// The others are the components' constants (forwarder.DefaultTimeout, …):
+// see defaultConfig.
+const (
+	defaultListen          = ":8080"
+	defaultAdminListen     = "127.0.0.1:9090"
+	defaultDatabaseURL     = "sqlite:whguard.db"
+	defaultLogLevel        = "info"
+	defaultLogFormat       = "json"
+	defaultShutdownTimeout = 15 * time.Second
+)
+
+// defaultConfig is the configuration before the environment is read: an
+// unset (or empty) variable keeps its default, an explicit value (even a
+// zero one) is parsed and checked. Each default is written once, here or
+// as the package constant of the component that uses it.
+func defaultConfig() config {
+	return config{
+		Listen:          defaultListen,
+		AdminListen:     defaultAdminListen,
+		DatabaseURL:     defaultDatabaseURL,
+		MaxBodyBytes:    proxy.DefaultMaxBodyBytes,
+		LogLevel:        defaultLogLevel,
+		LogFormat:       defaultLogFormat,
+		ShutdownTimeout: defaultShutdownTimeout,
+
+		ForwardTimeout:     forwarder.DefaultTimeout,
+		ForwardConcurrency: forwarder.DefaultConcurrency,
+		RetryBaseDelay:     forwarder.DefaultBaseDelay,
+		RetryMaxDelay:      forwarder.DefaultMaxDelay,
+		RetryMaxAttempts:   forwarder.DefaultMaxAttempts,
+		DedupRetention:     forwarder.DefaultKeyRetention,
+		PayloadRetention:   forwarder.DefaultPayloadRetention,
+	}
+}
+
+// config is the whole configuration, parsed once from WHGUARD_* variables
+// over defaultConfig.
 type config struct {
-	Listen          string        `env:"LISTEN" envDefault:":8080"`
-	AdminListen     string        `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
+	Listen          string        `env:"LISTEN"`
+	AdminListen     string        `env:"ADMIN_LISTEN"`
 	AdminToken      string        `env:"ADMIN_TOKEN"`
 	AdminURL        string        `env:"ADMIN_URL"` // read by `whguard events` only
 	DatabaseURL     string        `env:"DATABASE_URL"`
 	BackendURL      string        `env:"BACKEND_URL"`
 	Providers       []string      `env:"PROVIDERS"`
-	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
-	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES"`
+	LogLevel        string        `env:"LOG_LEVEL"`
+	LogFormat       string        `env:"LOG_FORMAT"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 
-	ForwardTimeout     time.Duration `env:"FORWARD_TIMEOUT" envDefault:"10s"`
-	ForwardConcurrency int           `env:"FORWARD_CONCURRENCY" envDefault:"8"`
-	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"5s"`
-	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"1h"`
-	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS" envDefault:"25"`
-	DedupRetention     time.Duration `env:"DEDUP_RETENTION" envDefault:"840h"`
-	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION" envDefault:"168h"`
+	ForwardTimeout     time.Duration `env:"FORWARD_TIMEOUT"`
+	ForwardConcurrency int           `env:"FORWARD_CONCURRENCY"`
+	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY"`
+	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY"`
+	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS"`
+	DedupRetention     time.Duration `env:"DEDUP_RETENTION"`
+	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION"`
 
 	providers []providerConfig
 }
@@ -141,7 +180,7 @@ var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 func loadConfig(environ []string) (*config, []string, error) {
 	vars := env.ToMap(environ)
 	var ps problems
-	var c config
+	c := defaultConfig()
 	ps.merge(parseEnv(&c, envPrefix, vars))
 	known := knownKeys(&config{}, envPrefix)
 	var warnings []string
@@ -203,9 +242,6 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		ps.addf("WHGUARD_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
-	if c.DatabaseURL == "" {
-		c.DatabaseURL = "sqlite:whguard.db"
-	}
 	switch {
 	case strings.HasPrefix(c.DatabaseURL, "postgres://"), strings.HasPrefix(c.DatabaseURL, "postgresql://"):
 	case strings.HasPrefix(c.DatabaseURL, "sqlite:"):
@@ -233,7 +269,8 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		}
 	}
 	if c.DedupRetention < time.Hour && !ps.failed("WHGUARD_DEDUP_RETENTION") {
-		ps.addf("WHGUARD_DEDUP_RETENTION", "%s is too short: keys must outlive the senders' redelivery horizon (at least 1h; default 840h, 35 days)", c.DedupRetention)
+		ps.addf("WHGUARD_DEDUP_RETENTION", "%s is too short: keys must outlive the senders' redelivery horizon (at least 1h; default %s, %d days)",
+			c.DedupRetention, forwarder.DefaultKeyRetention, forwarder.DefaultKeyRetention/(24*time.Hour))
 	}
 	if !ps.failed("WHGUARD_DEDUP_RETENTION") && !ps.failed("WHGUARD_PAYLOAD_RETENTION") &&
 		(c.PayloadRetention <= 0 || c.PayloadRetention > c.DedupRetention) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -131,7 +132,7 @@ func TestAllConfigErrorsReported(t *testing.T) {
 	}
 }
 
-// readmeTable returns the rows of the README table whose header row starts
+// readmeTable returns the rows of the README tables whose header row starts
 // with header, each split into its cells.
 func readmeTable(t *testing.T, header string) [][]string {
 	t.Helper()
@@ -140,11 +141,11 @@ func readmeTable(t *testing.T, header string) [][]string {
 		t.Fatal(err)
 	}
 	var rows [][]string
-	in := false
+	in, found := false, false
 	for _, line := range strings.Split(string(b), "\n") {
 		switch {
 		case strings.HasPrefix(line, header):
-			in = true
+			in, found = true, true
 		case in && strings.HasPrefix(line, "|---"):
 		case in && strings.HasPrefix(line, "|"):
 			cells := strings.Split(strings.Trim(line, "|"), "|")
@@ -152,11 +153,11 @@ func readmeTable(t *testing.T, header string) [][]string {
 				cells[i] = strings.TrimSpace(cells[i])
 			}
 			rows = append(rows, cells)
-		case in:
-			return rows
+		default:
+			in = false
 		}
 	}
-	if !in {
+	if !found {
 		t.Fatalf("README.md has no table headed %q", header)
 	}
 	return rows
@@ -211,5 +212,89 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	}
 	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {
 		t.Errorf("README schemes %v, registry %v", names, verify.KnownSchemes())
+	}
+}
+
+// The README's configuration reference lists exactly the variables whguard
+// reads (per-provider ones as WHGUARD_<NAME>_X), with the defaults it uses.
+func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
+	token := regexp.MustCompile("`([^`]+)`")
+	documented := map[string]string{} // variable → its default cell
+	for _, row := range readmeTable(t, "| variable | default |") {
+		if len(row) != 3 {
+			t.Fatalf("row of %d cells: %q", len(row), row)
+		}
+		// A row may name several: `WHGUARD_<NAME>_HMAC_ALGORITHM`, `_SIGNATURE_HEADER`, …
+		for _, m := range token.FindAllStringSubmatch(row[0], -1) {
+			name := m[1]
+			if strings.HasPrefix(name, "_") {
+				name = "WHGUARD_<NAME>" + name
+			}
+			if _, dup := documented[name]; dup {
+				t.Errorf("%s documented twice", name)
+			}
+			documented[name] = row[1]
+		}
+	}
+	read := knownKeys(&config{}, envPrefix)
+	for k := range knownKeys(&providerEnv{}, "WHGUARD_<NAME>_") {
+		read[k] = true
+	}
+	for k := range read {
+		if _, ok := documented[k]; !ok {
+			t.Errorf("%s is read but missing from the README's configuration table", k)
+		}
+	}
+	for k := range documented {
+		if !read[k] {
+			t.Errorf("README documents %s, which whguard does not read", k)
+		}
+	}
+
+	// Global defaults: the README's first `value` is what defaultConfig
+	// holds; a default not in backquotes ("(none)", "from …") means zero.
+	def := reflect.ValueOf(defaultConfig())
+	typ := def.Type()
+	for i := range typ.NumField() {
+		tag := typ.Field(i).Tag.Get("env")
+		if tag == "" {
+			continue
+		}
+		cell, v := documented[envPrefix+tag], def.Field(i)
+		if !strings.HasPrefix(cell, "`") {
+			if !v.IsZero() {
+				t.Errorf("%s%s: README default %q, whguard's %v", envPrefix, tag, cell, v)
+			}
+			continue
+		}
+		doc := token.FindStringSubmatch(cell)[1]
+		var same bool
+		switch x := v.Interface().(type) {
+		case time.Duration:
+			d, err := time.ParseDuration(doc)
+			same = err == nil && d == x
+		default:
+			same = fmt.Sprint(x) == doc
+		}
+		if !same {
+			t.Errorf("%s%s: README default %q, whguard's %v", envPrefix, tag, doc, v)
+		}
+	}
+}
+
+// An unset or empty variable keeps its default; an explicit zero is still
+// checked (WHGUARD_FORWARD_TIMEOUT=0s is refused, see TestEveryBadVariableNamed).
+func TestDefaultsApplied(t *testing.T) {
+	c, _, err := loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=none",
+		"WHGUARD_FORWARD_TIMEOUT=", "WHGUARD_LOG_LEVEL="})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := *c
+	got.providers = nil
+	want := defaultConfig()
+	want.BackendURL, want.Providers = "http://b", []string{"x"}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("config %+v\nwant     %+v", got, want)
 	}
 }
