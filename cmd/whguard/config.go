@@ -151,7 +151,7 @@ func (ps *problems) merge(err error) {
 		if errors.As(e, &ce) {
 			ps.addf(ce.key, "%s", ce.msg)
 		} else {
-			ps.addf("WHGUARD_*", "%v", e)
+			ps.errs = append(ps.errs, e)
 		}
 	}
 }
