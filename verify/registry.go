@@ -28,11 +28,11 @@ type requirement struct {
 	what  string
 }
 
-// Requirements shared by several schemes.
-var (
-	needSecret = requirement{field: FieldSecrets}
-	defaultTol = 5 * time.Minute
-)
+// needSecret is the requirement of every scheme that signs with a secret.
+var needSecret = requirement{field: FieldSecrets}
+
+// defaultTol is the usual default tolerance (see registry).
+const defaultTol = 5 * time.Minute
 
 // registry lists the schemes in the order KnownSchemes returns them.
 // Default tolerances:
