@@ -3,7 +3,6 @@ package verify
 import (
 	"crypto/ed25519"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -64,15 +63,12 @@ func newDiscordScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, erro
 // never quote the key.
 func parseDiscordPublicKey(s string) (ed25519.PublicKey, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("public key (hex ed25519 key of the Discord application) is required")
-	}
 	if len(s) != hex.EncodedLen(ed25519.PublicKeySize) {
-		return nil, fmt.Errorf("public key is not a hex ed25519 key: expected %d hex digits", hex.EncodedLen(ed25519.PublicKeySize))
+		return nil, fieldErrorf(FieldPublicKey, "public key is not a hex ed25519 key: expected %d hex digits", hex.EncodedLen(ed25519.PublicKeySize))
 	}
 	key, err := hex.DecodeString(s)
 	if err != nil {
-		return nil, errors.New("public key is not a hex ed25519 key: not hex")
+		return nil, fieldErrorf(FieldPublicKey, "public key is not a hex ed25519 key: not hex (expected %d hex digits)", hex.EncodedLen(ed25519.PublicKeySize))
 	}
 	return ed25519.PublicKey(key), nil
 }

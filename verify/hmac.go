@@ -57,10 +57,9 @@ type hmacScheme struct {
 var _ Scheme = (*hmacScheme)(nil)
 
 func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
+	// Every problem is reported, each naming its own setting.
 	keys, err := secretKeys(cfg.Secrets, rawSecret)
-	if err != nil {
-		return nil, err
-	}
+	errs := []error{err}
 	c := cfg.HMAC
 	s := &hmacScheme{keys: keys, prefix: c.Prefix, sigHeader: c.SignatureHeader, tsHeader: c.TimestampHeader,
 		idHeader: cfg.IDHeader, tolerance: tolerance}
@@ -73,17 +72,18 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	case "sha1":
 		s.newHash = sha1.New
 	default:
-		return nil, errors.New("HMAC algorithm must be sha256 (the default), sha512 or sha1")
+		errs = append(errs, fieldErrorf(FieldHMACAlgorithm, "HMAC algorithm must be sha256 (the default), sha512 or sha1"))
 	}
-	s.size = s.newHash().Size()
+	if s.newHash != nil {
+		s.size = s.newHash().Size()
+	}
 
 	switch {
-	case c.SignatureHeader == "":
-		return nil, errors.New("HMAC signature header is required")
-	case !isToken(c.SignatureHeader):
-		return nil, errors.New("HMAC signature header is not a valid header name")
-	case c.TimestampHeader != "" && !isToken(c.TimestampHeader):
-		return nil, errors.New("HMAC timestamp header is not a valid header name")
+	case !isToken(c.SignatureHeader): // set: the registry checked
+		errs = append(errs, fieldErrorf(FieldSignatureHeader, "HMAC signature header is not a valid header name (%s)", tokenHint))
+	}
+	if c.TimestampHeader != "" && !isToken(c.TimestampHeader) {
+		errs = append(errs, fieldErrorf(FieldTimestampHeader, "HMAC timestamp header is not a valid header name (%s)", tokenHint))
 	}
 
 	switch strings.ToLower(c.Encoding) {
@@ -91,15 +91,16 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	case "base64":
 		s.base64 = true
 	default:
-		return nil, errors.New("HMAC signature encoding must be hex (the default) or base64")
+		errs = append(errs, fieldErrorf(FieldSignatureEncoding, "HMAC signature encoding must be hex (the default) or base64"))
 	}
 
 	content := c.SignedContent
 	if content == "" {
 		content = "{body}"
 	}
-	if s.template, err = parseHMACTemplate(content); err != nil {
-		return nil, err
+	s.template, err = parseHMACTemplate(content)
+	if err != nil {
+		return nil, errors.Join(append(errs, err)...)
 	}
 	var usesTS, usesBody bool
 	for _, seg := range s.template {
@@ -112,17 +113,22 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 			usesBody = true
 		}
 	}
-	switch {
-	case !usesBody:
+	if !usesBody {
 		// Otherwise any body would pass with a valid signature.
-		return nil, errors.New("HMAC signed content template must contain {body}")
+		errs = append(errs, fieldErrorf(FieldSignedContent, "HMAC signed content template must contain {body}"))
+	}
+	switch {
 	case usesTS && c.TimestampHeader == "":
-		return nil, errors.New("HMAC signed content template uses {timestamp} but no timestamp header is configured")
+		errs = append(errs, fieldErrorf(FieldSignedContent, "HMAC signed content template uses {timestamp} but no timestamp header is configured"))
 	case !usesTS && c.TimestampHeader != "":
 		// An unsigned timestamp proves nothing: anyone could refresh it.
-		return nil, errors.New("HMAC timestamp header is configured but the signed content template does not use {timestamp}")
-	case s.usesID && cfg.IDHeader == "":
-		return nil, errors.New("HMAC signed content template uses {id} but no ID header is configured")
+		errs = append(errs, fieldErrorf(FieldSignedContent, "HMAC timestamp header is configured but the signed content template does not use {timestamp}"))
+	}
+	if s.usesID && cfg.IDHeader == "" {
+		errs = append(errs, fieldErrorf(FieldSignedContent, "HMAC signed content template uses {id} but no ID header is configured"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -145,7 +151,7 @@ func parseHMACTemplate(t string) ([]hmacSegment, error) {
 		start := i + open
 		end := strings.IndexByte(t[start:], '}')
 		if end < 0 {
-			return nil, fmt.Errorf("HMAC signed content template: unclosed '{' at byte %d", start)
+			return nil, fieldErrorf(FieldSignedContent, "HMAC signed content template: unclosed '{' at byte %d (known placeholders: {id}, {timestamp}, {body})", start)
 		}
 		var part hmacPart
 		switch t[start+1 : start+end] {
@@ -156,7 +162,7 @@ func parseHMACTemplate(t string) ([]hmacSegment, error) {
 		case "body":
 			part = hmacPartBody
 		default:
-			return nil, fmt.Errorf("HMAC signed content template: unknown placeholder at byte %d (known: {id}, {timestamp}, {body})", start)
+			return nil, fieldErrorf(FieldSignedContent, "HMAC signed content template: unknown placeholder at byte %d (known: {id}, {timestamp}, {body})", start)
 		}
 		segs = append(segs, hmacSegment{part: part})
 		i = start + end + 1

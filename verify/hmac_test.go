@@ -317,7 +317,7 @@ func TestHMACConstructorErrors(t *testing.T) {
 		{"empty secret", ok, "", []string{secret, ""}, "secret 2 of 2 is empty"},
 		{"unknown algorithm", with(func(c *HMACConfig) { c.Algorithm = "md5" }), "", nil, "HMAC algorithm must be sha256"},
 		{"sha-256 spelling", with(func(c *HMACConfig) { c.Algorithm = "sha-256" }), "", nil, "HMAC algorithm"},
-		{"no signature header", with(func(c *HMACConfig) { c.SignatureHeader = "" }), "", nil, "HMAC signature header is required"},
+		{"no signature header", with(func(c *HMACConfig) { c.SignatureHeader = "" }), "", nil, "HMAC signature header (the name of the header carrying the signature) is required"},
 		{"bad signature header", with(func(c *HMACConfig) { c.SignatureHeader = "X Signature" }), "", nil, "not a valid header name"},
 		{"bad timestamp header", with(func(c *HMACConfig) { c.TimestampHeader = "X:Ts"; c.SignedContent = "{timestamp}{body}" }), "", nil,
 			"HMAC timestamp header is not a valid header name"},

@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -24,8 +25,8 @@ type ProviderConfig struct {
 	// Name is the provider name, lower case; it appears only in error
 	// messages.
 	Name string
-	// Scheme is one of KnownSchemes: "standard", "svix", "stripe",
-	// "github", "none".
+	// Scheme is one of KnownSchemes; RequiredFields says which of the
+	// other settings it needs.
 	Scheme string
 	// Secrets holds the signing secrets, current first, then previous ones
 	// still accepted during a rotation. Each is taken verbatim (spaces
@@ -82,9 +83,11 @@ type Provider struct {
 	volatile []string // top-level JSON fields left out of the content hash
 }
 
-// NewProvider checks cfg and returns its Provider. Errors name the provider
-// and what is wrong (unknown scheme, missing, empty or undecodable secret,
-// negative tolerance, invalid ID header name) and never contain a secret.
+// NewProvider checks cfg and returns its Provider. The error names the
+// provider and holds one *FieldError per problem (unknown scheme, missing,
+// empty or undecodable secret, negative tolerance, invalid header name, …),
+// all of them, not only the first: see FieldErrors. It never contains a
+// secret or key.
 func NewProvider(cfg ProviderConfig) (*Provider, error) {
 	p, err := newProvider(cfg)
 	if err != nil {
@@ -94,52 +97,44 @@ func NewProvider(cfg ProviderConfig) (*Provider, error) {
 }
 
 func newProvider(cfg ProviderConfig) (*Provider, error) {
+	// Every problem is reported, each as a FieldError naming its setting.
+	var errs []error
 	if cfg.Tolerance < 0 {
-		return nil, fmt.Errorf("negative tolerance %v", cfg.Tolerance)
+		errs = append(errs, fieldErrorf(FieldTolerance, "negative tolerance %v; expected a positive duration, or 0 for the scheme's default", cfg.Tolerance))
 	}
 	tolerance := cfg.Tolerance
-	if tolerance == 0 {
+	if tolerance <= 0 {
 		tolerance = DefaultTolerance(cfg.Scheme)
 	}
 	if cfg.IDHeader != "" && !isToken(cfg.IDHeader) {
-		return nil, fmt.Errorf("ID header %q is not a valid header name", cfg.IDHeader)
+		errs = append(errs, fieldErrorf(FieldIDHeader, "ID header %q is not a valid header name (%s)", cfg.IDHeader, tokenHint))
 	}
 
-	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader}
-	switch cfg.Scheme {
-	case SchemeStandard, SchemeSvix:
-		keys, err := secretKeys(cfg.Secrets, decodeStandardSecret)
-		if err != nil {
-			return nil, err
+	spec, ok := lookupScheme(cfg.Scheme)
+	if !ok {
+		errs = append(errs, fieldErrorf(FieldScheme, "unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", ")))
+		return nil, errors.Join(errs...)
+	}
+	// Build even when a required setting is missing, so that the other
+	// settings' problems are reported too; the missing one's is said once.
+	missing := spec.missing(cfg)
+	v, err := spec.build(cfg, tolerance)
+	errs = append(errs, missing...)
+	if len(missing) == 0 {
+		errs = append(errs, err)
+	} else {
+		for _, fe := range FieldErrors(err) {
+			if !slices.ContainsFunc(missing, func(m error) bool { return m.(*FieldError).Field == fe.Field }) {
+				errs = append(errs, fe)
+			}
 		}
-		p.verifier = newStandardScheme(keys, tolerance, cfg.Scheme == SchemeSvix)
-	case SchemeStripe:
-		keys, err := secretKeys(cfg.Secrets, rawSecret)
-		if err != nil {
-			return nil, err
-		}
-		p.verifier = &stripeScheme{keys: keys, tolerance: tolerance}
-		p.volatile = stripeVolatile()
-	case SchemeGitHub:
-		keys, err := secretKeys(cfg.Secrets, rawSecret)
-		if err != nil {
-			return nil, err
-		}
-		p.verifier = &githubScheme{keys: keys}
-	case SchemeNone:
-		p.verifier = noneScheme{}
-	case SchemeSlack, SchemeShopify, SchemeTwilio, SchemePaddle, SchemeLinear, SchemeIntercom, SchemeZoom,
-		SchemeSquare, SchemeSendGrid, SchemePagerDuty, SchemeDiscord, SchemeGitLab, SchemeHMAC:
-		v, err := newExtraScheme(cfg, tolerance)
-		if err != nil {
-			return nil, err
-		}
-		p.verifier = v
-		if d, ok := v.(volatileDeclarer); ok {
-			p.volatile = d.Volatile()
-		}
-	default:
-		return nil, fmt.Errorf("unknown scheme %q (known: %s)", cfg.Scheme, strings.Join(KnownSchemes(), ", "))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v}
+	if d, ok := v.(volatileDeclarer); ok {
+		p.volatile = d.Volatile()
 	}
 	return p, nil
 }
@@ -148,16 +143,16 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 // secrets from 1 and never quote them.
 func secretKeys(secrets []string, decode func(string) ([]byte, error)) ([][]byte, error) {
 	if len(secrets) == 0 {
-		return nil, errors.New("no secret configured")
+		return nil, &FieldError{Field: FieldSecrets, Err: errors.New("no secret configured")}
 	}
 	keys := make([][]byte, 0, len(secrets))
 	for i, s := range secrets {
 		if s == "" {
-			return nil, fmt.Errorf("secret %d of %d is empty", i+1, len(secrets))
+			return nil, &FieldError{Field: FieldSecrets, Index: i, Err: fmt.Errorf("secret %d of %d is empty", i+1, len(secrets))}
 		}
 		key, err := decode(s)
 		if err != nil {
-			return nil, fmt.Errorf("secret %d of %d: %w", i+1, len(secrets), err)
+			return nil, &FieldError{Field: FieldSecrets, Index: i, Err: fmt.Errorf("secret %d of %d: %w", i+1, len(secrets), err)}
 		}
 		keys = append(keys, key)
 	}
@@ -263,6 +258,9 @@ func printable(s string, maxLen int) bool {
 	}
 	return true
 }
+
+// tokenHint says what isToken accepts.
+const tokenHint = "letters, digits and !#$%&'*+-.^_`|~"
 
 // isToken tells whether s is a valid header field name (RFC 9110 token).
 func isToken(s string) bool {

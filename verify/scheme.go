@@ -19,7 +19,8 @@ const (
 	maxTimestampDigits = 12
 )
 
-// Scheme names accepted in ProviderConfig.Scheme.
+// Scheme names accepted in ProviderConfig.Scheme; the registry says what
+// each needs.
 const (
 	SchemeStandard  = "standard"
 	SchemeSvix      = "svix"
@@ -40,34 +41,6 @@ const (
 	SchemeHMAC      = "hmac"
 	SchemeNone      = "none"
 )
-
-// KnownSchemes returns the scheme names NewProvider accepts, in a new slice.
-func KnownSchemes() []string {
-	return []string{SchemeStandard, SchemeSvix, SchemeStripe, SchemeGitHub, SchemeSlack, SchemeShopify,
-		SchemeTwilio, SchemePaddle, SchemeLinear, SchemeIntercom, SchemeZoom, SchemeSquare, SchemeSendGrid,
-		SchemePagerDuty, SchemeDiscord, SchemeGitLab, SchemeHMAC, SchemeNone}
-}
-
-// DefaultTolerance returns the timestamp tolerance a scheme uses when its
-// ProviderConfig leaves Tolerance zero, and 0 for schemes without a signed
-// timestamp and for unknown names:
-//   - 5 minutes: Standard Webhooks, Svix, stripe-go and Slack's documented
-//     defaults; also Paddle (its SDK helpers use 5 s, too tight for real
-//     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
-//     Discord and generic hmac with a timestamp header, whose senders
-//     document no bound;
-//   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
-func DefaultTolerance(scheme string) time.Duration {
-	switch scheme {
-	case SchemeStandard, SchemeSvix, SchemeStripe, SchemeSlack, SchemePaddle, SchemeZoom,
-		SchemeSendGrid, SchemeDiscord, SchemeHMAC:
-		return 5 * time.Minute
-	case SchemeLinear:
-		return time.Minute
-	default:
-		return 0
-	}
-}
 
 // volatileDeclarer is implemented by schemes whose payloads carry
 // top-level fields that legitimately change between redeliveries of one

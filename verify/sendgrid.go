@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -51,20 +50,17 @@ func newSendGridScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, err
 // value is ignored. Errors never quote the key.
 func parseSendGridPublicKey(s string) (*ecdsa.PublicKey, error) {
 	s = strings.TrimSpace(s)
-	if s == "" {
-		return nil, errors.New("public key (base64 DER of the SendGrid ECDSA P-256 verification key) is required")
-	}
 	der, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
-		return nil, errors.New("public key is not base64 DER of an ECDSA P-256 key: not base64")
+		return nil, fieldErrorf(FieldPublicKey, "public key is not base64 DER of an ECDSA P-256 key: not base64")
 	}
 	pub, err := x509.ParsePKIXPublicKey(der)
 	if err != nil {
-		return nil, errors.New("public key is not base64 DER of an ECDSA P-256 key: not a PKIX public key")
+		return nil, fieldErrorf(FieldPublicKey, "public key is not base64 DER of an ECDSA P-256 key: not a PKIX public key")
 	}
 	key, ok := pub.(*ecdsa.PublicKey)
 	if !ok || key.Curve != elliptic.P256() {
-		return nil, errors.New("public key is not base64 DER of an ECDSA P-256 key: another key type or curve")
+		return nil, fieldErrorf(FieldPublicKey, "public key is not base64 DER of an ECDSA P-256 key: another key type or curve")
 	}
 	return key, nil
 }

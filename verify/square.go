@@ -30,11 +30,8 @@ type squareScheme struct {
 var _ Scheme = (*squareScheme)(nil)
 
 func newSquareScheme(cfg ProviderConfig) (Scheme, error) {
-	keys, err := secretKeys(cfg.Secrets, rawSecret)
-	if err != nil {
-		return nil, err
-	}
-	if err := checkSquarePublicURL(cfg.PublicURL); err != nil {
+	keys, kerr := secretKeys(cfg.Secrets, rawSecret)
+	if err := errors.Join(kerr, checkSquarePublicURL(cfg.PublicURL)); err != nil {
 		return nil, err
 	}
 	return &squareScheme{keys: keys, publicURL: cfg.PublicURL}, nil
@@ -44,21 +41,18 @@ func newSquareScheme(cfg ProviderConfig) (Scheme, error) {
 // without query or fragment (SPEC 4: the received query string is
 // appended). The error does not quote the URL.
 func checkSquarePublicURL(raw string) error {
-	if raw == "" {
-		return errors.New("public URL (the Square notification URL) is required")
-	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return errors.New("public URL is not a valid URL")
+		return fieldErrorf(FieldPublicURL, "public URL is not a valid URL; expected http(s)://host[:port]/path")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return errors.New("public URL must be an absolute http or https URL")
+		return fieldErrorf(FieldPublicURL, "public URL must be an absolute http or https URL, http(s)://host[:port]/path")
 	case u.Host == "" || u.Opaque != "":
-		return errors.New("public URL must name a host")
+		return fieldErrorf(FieldPublicURL, "public URL must name a host, http(s)://host[:port]/path")
 	case u.RawQuery != "" || u.ForceQuery:
-		return errors.New("public URL must not have a query (the received query string is appended)")
+		return fieldErrorf(FieldPublicURL, "public URL must not have a query (the received query string is appended)")
 	case u.Fragment != "" || u.RawFragment != "":
-		return errors.New("public URL must not have a fragment")
+		return fieldErrorf(FieldPublicURL, "public URL must not have a fragment")
 	}
 	return nil
 }

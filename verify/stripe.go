@@ -18,6 +18,9 @@ const stripeSignatureHeader = "Stripe-Signature"
 // notified, so a resend carries a smaller number than the first delivery).
 func stripeVolatile() []string { return []string{"pending_webhooks"} }
 
+// Volatile: see stripeVolatile.
+func (*stripeScheme) Volatile() []string { return stripeVolatile() }
+
 // stripeScheme verifies Stripe: "Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]"
 // where each v1 is hex(HMAC-SHA256(secret, "{t}.{body}")). The key is the
 // whole "whsec_…" string, not decoded (stripe-go webhook.ComputeSignature).

@@ -64,12 +64,9 @@ type twilioScheme struct {
 var _ Scheme = (*twilioScheme)(nil)
 
 func newTwilioScheme(cfg ProviderConfig) (Scheme, error) {
-	keys, err := secretKeys(cfg.Secrets, rawSecret)
-	if err != nil {
-		return nil, err
-	}
-	urls, err := twilioURLVariants(cfg.PublicURL)
-	if err != nil {
+	keys, kerr := secretKeys(cfg.Secrets, rawSecret)
+	urls, uerr := twilioURLVariants(cfg.PublicURL)
+	if err := errors.Join(kerr, uerr); err != nil {
 		return nil, err
 	}
 	return &twilioScheme{keys: keys, urls: urls}, nil
@@ -81,28 +78,25 @@ func newTwilioScheme(cfg ProviderConfig) (Scheme, error) {
 // re-serializing the URL, so that the configured spelling (which Twilio
 // signs) is kept. Errors do not quote the URL.
 func twilioURLVariants(raw string) ([]string, error) {
-	if raw == "" {
-		return nil, errors.New("public URL (the webhook URL configured in Twilio) is required")
-	}
 	u, err := url.Parse(raw)
 	switch {
 	case err != nil:
-		return nil, errors.New("public URL is not a valid URL")
+		return nil, fieldErrorf(FieldPublicURL, "public URL is not a valid URL; expected http(s)://host[:port]/path")
 	case u.Scheme != "http" && u.Scheme != "https":
-		return nil, errors.New("public URL must be an absolute http or https URL")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must be an absolute http or https URL, http(s)://host[:port]/path")
 	case u.Opaque != "" || u.Host == "":
-		return nil, errors.New("public URL must name a host")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must name a host, http(s)://host[:port]/path")
 	case u.User != nil:
-		return nil, errors.New("public URL must not hold credentials")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must not hold credentials")
 	case u.RawQuery != "" || u.ForceQuery:
-		return nil, errors.New("public URL must not have a query (the received query string is appended)")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must not have a query (the received query string is appended)")
 	case u.Fragment != "" || u.RawFragment != "" || strings.Contains(raw, "#"):
-		return nil, errors.New("public URL must not have a fragment")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must not have a fragment")
 	}
 	// raw is scheme "://" authority path, the authority being u.Host.
 	schemeEnd := strings.Index(raw, "://")
 	if schemeEnd < 0 || !strings.HasPrefix(raw[schemeEnd+3:], u.Host) {
-		return nil, errors.New("public URL must be of the form http(s)://host[:port]/path")
+		return nil, fieldErrorf(FieldPublicURL, "public URL must be of the form http(s)://host[:port]/path")
 	}
 	prefix, path := raw[:schemeEnd+3], raw[schemeEnd+3+len(u.Host):]
 	defaultPort := "443"

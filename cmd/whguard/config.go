@@ -15,33 +15,72 @@ import (
 
 	"github.com/caarlos0/env/v11"
 
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
 
 // envPrefix prefixes every configuration variable.
 const envPrefix = "WHGUARD_"
 
-// config is the whole configuration, parsed once from WHGUARD_* variables.
+// Defaults of the settings whose component has no constant of its own.
+// The others are the components' constants (forwarder.DefaultTimeout, …):
+// see defaultConfig.
+const (
+	defaultListen          = ":8080"
+	defaultAdminListen     = "127.0.0.1:9090"
+	defaultDatabaseURL     = "sqlite:whguard.db"
+	defaultLogLevel        = "info"
+	defaultLogFormat       = "json"
+	defaultShutdownTimeout = 15 * time.Second
+)
+
+// defaultConfig is the configuration before the environment is read: an
+// unset (or empty) variable keeps its default, an explicit value (even a
+// zero one) is parsed and checked. Each default is written once, here or
+// as the package constant of the component that uses it.
+func defaultConfig() config {
+	return config{
+		Listen:          defaultListen,
+		AdminListen:     defaultAdminListen,
+		DatabaseURL:     defaultDatabaseURL,
+		MaxBodyBytes:    proxy.DefaultMaxBodyBytes,
+		LogLevel:        defaultLogLevel,
+		LogFormat:       defaultLogFormat,
+		ShutdownTimeout: defaultShutdownTimeout,
+
+		ForwardTimeout:     forwarder.DefaultTimeout,
+		ForwardConcurrency: forwarder.DefaultConcurrency,
+		RetryBaseDelay:     forwarder.DefaultBaseDelay,
+		RetryMaxDelay:      forwarder.DefaultMaxDelay,
+		RetryMaxAttempts:   forwarder.DefaultMaxAttempts,
+		DedupRetention:     forwarder.DefaultKeyRetention,
+		PayloadRetention:   forwarder.DefaultPayloadRetention,
+	}
+}
+
+// config is the whole configuration, parsed once from WHGUARD_* variables
+// over defaultConfig.
 type config struct {
-	Listen          string        `env:"LISTEN" envDefault:":8080"`
-	AdminListen     string        `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
+	Listen          string        `env:"LISTEN"`
+	AdminListen     string        `env:"ADMIN_LISTEN"`
 	AdminToken      string        `env:"ADMIN_TOKEN"`
 	AdminURL        string        `env:"ADMIN_URL"` // read by `whguard events` only
 	DatabaseURL     string        `env:"DATABASE_URL"`
 	BackendURL      string        `env:"BACKEND_URL"`
 	Providers       []string      `env:"PROVIDERS"`
-	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES" envDefault:"1048576"`
-	LogLevel        string        `env:"LOG_LEVEL" envDefault:"info"`
-	LogFormat       string        `env:"LOG_FORMAT" envDefault:"json"`
-	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT" envDefault:"15s"`
+	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES"`
+	LogLevel        string        `env:"LOG_LEVEL"`
+	LogFormat       string        `env:"LOG_FORMAT"`
+	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
 
-	ForwardTimeout     time.Duration `env:"FORWARD_TIMEOUT" envDefault:"10s"`
-	ForwardConcurrency int           `env:"FORWARD_CONCURRENCY" envDefault:"8"`
-	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY" envDefault:"5s"`
-	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY" envDefault:"1h"`
-	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS" envDefault:"25"`
-	DedupRetention     time.Duration `env:"DEDUP_RETENTION" envDefault:"840h"`
-	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION" envDefault:"168h"`
+	ForwardTimeout     time.Duration `env:"FORWARD_TIMEOUT"`
+	ForwardConcurrency int           `env:"FORWARD_CONCURRENCY"`
+	RetryBaseDelay     time.Duration `env:"RETRY_BASE_DELAY"`
+	RetryMaxDelay      time.Duration `env:"RETRY_MAX_DELAY"`
+	RetryMaxAttempts   int           `env:"RETRY_MAX_ATTEMPTS"`
+	DedupRetention     time.Duration `env:"DEDUP_RETENTION"`
+	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION"`
 
 	providers []providerConfig
 }
@@ -78,26 +117,71 @@ type providerConfig struct {
 	provider *verify.Provider
 }
 
-// configError is an invalid value; main exits 2 with its message.
-type configError struct{ msg string }
+// configError is one invalid setting; main exits 2 printing each.
+type configError struct {
+	key string // the variable that holds the bad value, WHGUARD_…
+	msg string // what is wrong, and what would be valid
+}
 
-func (e *configError) Error() string { return e.msg }
+func (e *configError) Error() string { return e.key + ": " + e.msg }
 
-func configErrorf(format string, a ...any) error {
-	return &configError{msg: fmt.Sprintf(format, a...)}
+// problems collects every configuration error, so that one run reports
+// them all.
+type problems struct {
+	errs []error
+	bad  map[string]bool // variables already reported
+}
+
+// addf reports that the variable key holds a bad value.
+func (ps *problems) addf(key, format string, a ...any) {
+	if ps.bad == nil {
+		ps.bad = map[string]bool{}
+	}
+	ps.bad[key] = true
+	ps.errs = append(ps.errs, &configError{key: key, msg: fmt.Sprintf(format, a...)})
+}
+
+// merge adds the configErrors joined in err (as parseEnv returns them).
+func (ps *problems) merge(err error) {
+	if err == nil {
+		return
+	}
+	for _, e := range configErrors(err) {
+		var ce *configError
+		if errors.As(e, &ce) {
+			ps.addf(ce.key, "%s", ce.msg)
+		} else {
+			ps.errs = append(ps.errs, e)
+		}
+	}
+}
+
+// failed tells whether key was reported already: checks that compare it
+// with other values are skipped, so one bad value gives one error.
+func (ps *problems) failed(key string) bool { return ps.bad[key] }
+
+// err joins the errors, nil when there are none.
+func (ps *problems) err() error { return errors.Join(ps.errs...) }
+
+// configErrors splits the error of loadConfig into one error per problem.
+func configErrors(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 
 // loadConfig parses the environment (as os.Environ gives it) and validates
-// it. Warnings (unknown variables, unsigned providers) are returned apart so
-// the caller can log them once a logger exists.
+// it. The error joins one configError per bad variable. Warnings (unknown
+// variables, unsigned providers) are returned apart so the caller can log
+// them once a logger exists.
 func loadConfig(environ []string) (*config, []string, error) {
 	vars := env.ToMap(environ)
-	var c config
-	if err := parseEnv(&c, envPrefix, vars); err != nil {
-		return nil, nil, err
-	}
+	var ps problems
+	c := defaultConfig()
+	ps.merge(parseEnv(&c, envPrefix, vars))
 	known := knownKeys(&config{}, envPrefix)
 	var warnings []string
 	seen := map[string]bool{}
@@ -107,16 +191,16 @@ func loadConfig(environ []string) (*config, []string, error) {
 			continue
 		}
 		if !providerNameRE.MatchString(name) {
-			return nil, nil, configErrorf("WHGUARD_PROVIDERS: %q is not a valid provider name (letters, digits, _; starting with a letter)", raw)
+			ps.addf("WHGUARD_PROVIDERS", "%q is not a valid provider name (letters, digits, _; starting with a letter)", raw)
+			continue
 		}
 		if seen[name] {
-			return nil, nil, configErrorf("WHGUARD_PROVIDERS: %q is listed twice", name)
+			ps.addf("WHGUARD_PROVIDERS", "%q is listed twice; list each provider once", name)
+			continue
 		}
 		seen[name] = true
 		pc := providerConfig{name: name, prefix: envPrefix + strings.ToUpper(name) + "_"}
-		if err := parseEnv(&pc.env, pc.prefix, vars); err != nil {
-			return nil, nil, err
-		}
+		ps.merge(parseEnv(&pc.env, pc.prefix, vars))
 		for k := range knownKeys(&providerEnv{}, pc.prefix) {
 			known[k] = true
 		}
@@ -128,8 +212,8 @@ func loadConfig(environ []string) (*config, []string, error) {
 		}
 	}
 	sort.Strings(warnings)
-	w, err := c.validate()
-	if err != nil {
+	w := c.validate(&ps)
+	if err := ps.err(); err != nil {
 		return nil, nil, err
 	}
 	return &c, append(warnings, w...), nil
@@ -138,39 +222,38 @@ func loadConfig(environ []string) (*config, []string, error) {
 // ignoredKeys are WHGUARD_ variables read by tooling, not by whguard.
 var ignoredKeys = map[string]bool{}
 
-func (c *config) validate() (warnings []string, err error) {
-	if len(c.providers) == 0 {
-		return nil, configErrorf("WHGUARD_PROVIDERS: no provider configured (e.g. WHGUARD_PROVIDERS=stripe)")
+// validate checks c, applies the defaults that depend on other settings,
+// and builds each provider, reporting every problem to ps.
+func (c *config) validate(ps *problems) (warnings []string) {
+	if len(c.providers) == 0 && !ps.failed("WHGUARD_PROVIDERS") {
+		ps.addf("WHGUARD_PROVIDERS", "no provider configured (e.g. WHGUARD_PROVIDERS=stripe)")
 	}
-	if c.MaxBodyBytes <= 0 {
-		return nil, configErrorf("WHGUARD_MAX_BODY_BYTES: must be positive, got %d", c.MaxBodyBytes)
+	if c.MaxBodyBytes <= 0 && !ps.failed("WHGUARD_MAX_BODY_BYTES") {
+		ps.addf("WHGUARD_MAX_BODY_BYTES", "must be positive, got %d", c.MaxBodyBytes)
 	}
-	if c.ShutdownTimeout <= 0 {
-		return nil, configErrorf("WHGUARD_SHUTDOWN_TIMEOUT: must be positive, got %s", c.ShutdownTimeout)
+	if c.ShutdownTimeout <= 0 && !ps.failed("WHGUARD_SHUTDOWN_TIMEOUT") {
+		ps.addf("WHGUARD_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
 	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
-		return nil, configErrorf("WHGUARD_LOG_FORMAT: %q is not json or console", c.LogFormat)
+		ps.addf("WHGUARD_LOG_FORMAT", "%q is not json or console", c.LogFormat)
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
-		return nil, configErrorf("WHGUARD_LOG_LEVEL: %q is not debug, info, warn or error", c.LogLevel)
-	}
-	if c.DatabaseURL == "" {
-		c.DatabaseURL = "sqlite:whguard.db"
+		ps.addf("WHGUARD_LOG_LEVEL", "%q is not debug, info, warn or error", c.LogLevel)
 	}
 	switch {
 	case strings.HasPrefix(c.DatabaseURL, "postgres://"), strings.HasPrefix(c.DatabaseURL, "postgresql://"):
 	case strings.HasPrefix(c.DatabaseURL, "sqlite:"):
 		if strings.TrimPrefix(c.DatabaseURL, "sqlite:") == "" {
-			return nil, configErrorf("WHGUARD_DATABASE_URL: sqlite: needs a file path, e.g. sqlite:/var/lib/whguard/whguard.db")
+			ps.addf("WHGUARD_DATABASE_URL", "sqlite: needs a file path, e.g. sqlite:/var/lib/whguard/whguard.db")
 		}
 	default:
-		return nil, configErrorf("WHGUARD_DATABASE_URL: must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
+		ps.addf("WHGUARD_DATABASE_URL", "must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
 	}
 	if c.BackendURL != "" {
 		if err := checkURL(c.BackendURL); err != nil {
-			return nil, configErrorf("WHGUARD_BACKEND_URL: %v", err)
+			ps.addf("WHGUARD_BACKEND_URL", "%v", err)
 		}
 	}
 	for _, d := range []struct {
@@ -181,200 +264,161 @@ func (c *config) validate() (warnings []string, err error) {
 		{"WHGUARD_RETRY_BASE_DELAY", c.RetryBaseDelay},
 		{"WHGUARD_RETRY_MAX_DELAY", c.RetryMaxDelay},
 	} {
-		if d.v <= 0 {
-			return nil, configErrorf("%s: must be positive, got %s", d.name, d.v)
+		if d.v <= 0 && !ps.failed(d.name) {
+			ps.addf(d.name, "must be positive, got %s", d.v)
 		}
 	}
-	if c.DedupRetention < time.Hour {
-		return nil, configErrorf("WHGUARD_DEDUP_RETENTION: %s is too short: keys must outlive the senders' redelivery horizon (default 840h, 35 days)", c.DedupRetention)
+	if c.DedupRetention < time.Hour && !ps.failed("WHGUARD_DEDUP_RETENTION") {
+		ps.addf("WHGUARD_DEDUP_RETENTION", "%s is too short: keys must outlive the senders' redelivery horizon (at least 1h; default %s, %d days)",
+			c.DedupRetention, forwarder.DefaultKeyRetention, forwarder.DefaultKeyRetention/(24*time.Hour))
 	}
-	if c.PayloadRetention <= 0 || c.PayloadRetention > c.DedupRetention {
-		return nil, configErrorf("WHGUARD_PAYLOAD_RETENTION: must be positive and at most WHGUARD_DEDUP_RETENTION (%s), got %s", c.DedupRetention, c.PayloadRetention)
+	if !ps.failed("WHGUARD_DEDUP_RETENTION") && !ps.failed("WHGUARD_PAYLOAD_RETENTION") &&
+		(c.PayloadRetention <= 0 || c.PayloadRetention > c.DedupRetention) {
+		ps.addf("WHGUARD_PAYLOAD_RETENTION", "must be positive and at most WHGUARD_DEDUP_RETENTION (%s), got %s", c.DedupRetention, c.PayloadRetention)
 	}
-	if c.RetryMaxDelay < c.RetryBaseDelay {
-		return nil, configErrorf("WHGUARD_RETRY_MAX_DELAY: %s is shorter than WHGUARD_RETRY_BASE_DELAY (%s)", c.RetryMaxDelay, c.RetryBaseDelay)
+	if c.RetryMaxDelay < c.RetryBaseDelay && !ps.failed("WHGUARD_RETRY_MAX_DELAY") && !ps.failed("WHGUARD_RETRY_BASE_DELAY") {
+		ps.addf("WHGUARD_RETRY_MAX_DELAY", "%s is shorter than WHGUARD_RETRY_BASE_DELAY (%s); set it to at least that", c.RetryMaxDelay, c.RetryBaseDelay)
 	}
-	if c.RetryMaxAttempts < 1 {
-		return nil, configErrorf("WHGUARD_RETRY_MAX_ATTEMPTS: must be at least 1, got %d", c.RetryMaxAttempts)
+	if c.RetryMaxAttempts < 1 && !ps.failed("WHGUARD_RETRY_MAX_ATTEMPTS") {
+		ps.addf("WHGUARD_RETRY_MAX_ATTEMPTS", "must be at least 1, got %d", c.RetryMaxAttempts)
 	}
-	if c.ForwardConcurrency < 1 || c.ForwardConcurrency > 1000 {
-		return nil, configErrorf("WHGUARD_FORWARD_CONCURRENCY: must be from 1 to 1000, got %d", c.ForwardConcurrency)
+	if (c.ForwardConcurrency < 1 || c.ForwardConcurrency > 1000) && !ps.failed("WHGUARD_FORWARD_CONCURRENCY") {
+		ps.addf("WHGUARD_FORWARD_CONCURRENCY", "must be from 1 to 1000, got %d", c.ForwardConcurrency)
 	}
 	paths := map[string]string{}
 	for i := range c.providers {
-		p := &c.providers[i]
-		if p.env.Path == "" {
-			p.env.Path = "/webhooks/" + p.name
-		}
-		if !strings.HasPrefix(p.env.Path, "/") {
-			return nil, configErrorf("%sPATH: %q must start with /", p.prefix, p.env.Path)
-		}
-		if other, dup := paths[p.env.Path]; dup {
-			return nil, configErrorf("%sPATH: %q is already the path of provider %s", p.prefix, p.env.Path, other)
-		}
-		paths[p.env.Path] = p.name
-		if p.env.MaxBodyBytes < 0 {
-			return nil, configErrorf("%sMAX_BODY_BYTES: must be positive, got %d", p.prefix, p.env.MaxBodyBytes)
-		}
-		if p.env.MaxBodyBytes == 0 {
-			p.env.MaxBodyBytes = c.MaxBodyBytes
-		}
-		switch {
-		case p.env.BackendURL != "":
-			if err := checkURL(p.env.BackendURL); err != nil {
-				return nil, configErrorf("%sBACKEND_URL: %v", p.prefix, err)
-			}
-		case c.BackendURL != "":
-			p.env.BackendURL = c.BackendURL
-		default:
-			return nil, configErrorf("WHGUARD_BACKEND_URL: not set (nor %sBACKEND_URL): where should %s events be forwarded?", p.prefix, p.name)
-		}
-		if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
-			return nil, configErrorf("%sFORWARD_PATH: %q must start with /", p.prefix, p.env.ForwardPath)
-		}
-		if p.env.Tolerance < 0 {
-			return nil, configErrorf("%sTOLERANCE: must not be negative, got %s", p.prefix, p.env.Tolerance)
-		}
-		if p.env.Scheme == "" {
-			return nil, configErrorf("%sSCHEME: not set; one of %s", p.prefix, strings.Join(verify.KnownSchemes(), ", "))
-		}
-		known := false
-		for _, s := range verify.KnownSchemes() {
-			known = known || s == p.env.Scheme
-		}
-		if !known {
-			return nil, configErrorf("%sSCHEME: unknown scheme %q; one of %s", p.prefix, p.env.Scheme, strings.Join(verify.KnownSchemes(), ", "))
-		}
-		secrets, err := p.secrets()
-		if err != nil {
-			return nil, err
-		}
-		if err := p.checkSchemeSettings(len(secrets)); err != nil {
-			return nil, err
-		}
-		if p.env.Scheme == verify.SchemeNone {
+		if p := &c.providers[i]; p.validate(c, paths, ps) && p.env.Scheme == verify.SchemeNone {
 			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
 		}
-		p.provider, err = verify.NewProvider(verify.ProviderConfig{
-			Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
-			Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
-			PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
-			HMAC: verify.HMACConfig{
-				Algorithm: p.env.HMACAlgorithm, SignatureHeader: p.env.SignatureHeader,
-				Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
-				TimestampHeader: p.env.TimestampHeader, SignedContent: p.env.SignedContent,
-			},
-		})
-		if err != nil {
-			// verify's errors never contain the secret or key itself.
-			return nil, configErrorf("%s%s: %v", p.prefix, p.blame(err), err)
-		}
 	}
-	return warnings, nil
+	return warnings
 }
 
-// Schemes that verify with a public key, and those that sign the URL.
-var (
-	publicKeySchemes = map[string]bool{verify.SchemeSendGrid: true, verify.SchemeDiscord: true}
-	publicURLSchemes = map[string]bool{verify.SchemeTwilio: true, verify.SchemeSquare: true}
-)
-
-// checkSchemeSettings checks, before the provider is built, the settings a
-// scheme needs, so each error names its own variable.
-func (p *providerConfig) checkSchemeSettings(nSecrets int) error {
-	scheme := p.env.Scheme
+// validate checks one provider's variables and builds its verify.Provider,
+// reporting every problem to ps; it tells whether the provider was built.
+// paths maps the ingress paths seen so far to their provider.
+func (p *providerConfig) validate(c *config, paths map[string]string, ps *problems) bool {
+	if p.env.Path == "" {
+		p.env.Path = "/webhooks/" + p.name
+	}
+	switch other, dup := paths[p.env.Path]; {
+	case !strings.HasPrefix(p.env.Path, "/"):
+		ps.addf(p.prefix+"PATH", "%q must start with /", p.env.Path)
+	case dup:
+		ps.addf(p.prefix+"PATH", "%q is already the path of provider %s; give each provider its own", p.env.Path, other)
+	default:
+		paths[p.env.Path] = p.name
+	}
+	if p.env.MaxBodyBytes < 0 {
+		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be positive, got %d", p.env.MaxBodyBytes)
+	}
+	if p.env.MaxBodyBytes <= 0 {
+		p.env.MaxBodyBytes = c.MaxBodyBytes
+	}
 	switch {
-	case scheme == verify.SchemeNone:
-	case publicKeySchemes[scheme]:
-		if p.env.PublicKey == "" {
-			return configErrorf("%sPUBLIC_KEY: not set; scheme %s verifies with the sender's public key", p.prefix, scheme)
+	case p.env.BackendURL != "":
+		if err := checkURL(p.env.BackendURL); err != nil {
+			ps.addf(p.prefix+"BACKEND_URL", "%v", err)
 		}
-	case nSecrets == 0:
-		return configErrorf("%sSECRET: not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.prefix, scheme)
+	case c.BackendURL != "":
+		p.env.BackendURL = c.BackendURL
+	case !ps.failed("WHGUARD_BACKEND_URL"):
+		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
 	}
-	if publicURLSchemes[scheme] {
-		if p.env.PublicURL == "" {
-			return configErrorf("%sPUBLIC_URL: not set; scheme %s signs the URL the sender posts to", p.prefix, scheme)
+	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
+		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
+	}
+	secrets, from, ok := p.loadSecrets(ps)
+	if !ok {
+		return false
+	}
+	prov, err := verify.NewProvider(verify.ProviderConfig{
+		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
+		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
+		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
+		HMAC: verify.HMACConfig{
+			Algorithm: p.env.HMACAlgorithm, SignatureHeader: p.env.SignatureHeader,
+			Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
+			TimestampHeader: p.env.TimestampHeader, SignedContent: p.env.SignedContent,
+		},
+	})
+	if err == nil {
+		p.provider = prov
+		return true
+	}
+	// verify's errors name their field and never contain a secret or key.
+	fes := verify.FieldErrors(err)
+	if len(fes) == 0 {
+		ps.addf(p.prefix+"SCHEME", "%v", err)
+	}
+	for _, fe := range fes {
+		switch {
+		case fe.Field == verify.FieldSecrets && len(secrets) == 0:
+			ps.addf(p.prefix+"SECRET", "not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.env.Scheme)
+		case fe.Field == verify.FieldSecrets && fe.Index < len(from):
+			ps.addf(p.prefix+from[fe.Index], "%v", fe)
+		default:
+			ps.addf(p.prefix+fieldVars[fe.Field], "%v", fe)
 		}
-		if u, err := url.Parse(p.env.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-			return configErrorf("%sPUBLIC_URL: %q must be an absolute http(s) URL without query", p.prefix, p.env.PublicURL)
-		}
 	}
-	if scheme != verify.SchemeHMAC {
-		return nil
-	}
-	switch p.env.HMACAlgorithm {
-	case "", "sha256", "sha512", "sha1":
-	default:
-		return configErrorf("%sHMAC_ALGORITHM: %q is not sha256, sha512 or sha1", p.prefix, p.env.HMACAlgorithm)
-	}
-	switch p.env.SignatureEncoding {
-	case "", "hex", "base64":
-	default:
-		return configErrorf("%sSIGNATURE_ENCODING: %q is not hex or base64", p.prefix, p.env.SignatureEncoding)
-	}
-	if p.env.SignatureHeader == "" {
-		return configErrorf("%sSIGNATURE_HEADER: not set; scheme hmac needs the name of the header carrying the signature", p.prefix)
-	}
-	tmpl := p.env.SignedContent
-	rest := strings.NewReplacer("{id}", "", "{timestamp}", "", "{body}", "").Replace(tmpl)
-	if strings.ContainsAny(rest, "{}") {
-		return configErrorf("%sSIGNED_CONTENT: %q uses a placeholder other than {id}, {timestamp}, {body}", p.prefix, tmpl)
-	}
-	if strings.Contains(tmpl, "{timestamp}") && p.env.TimestampHeader == "" {
-		return configErrorf("%sSIGNED_CONTENT: uses {timestamp} but %sTIMESTAMP_HEADER is not set", p.prefix, p.prefix)
-	}
-	if strings.Contains(tmpl, "{id}") && p.env.IDHeader == "" {
-		return configErrorf("%sSIGNED_CONTENT: uses {id} but %sID_HEADER is not set", p.prefix, p.prefix)
-	}
-	return nil
+	return false
 }
 
-// blame names the variable a provider construction error is about.
-func (p *providerConfig) blame(err error) string {
-	msg := strings.ToLower(err.Error())
-	switch {
-	case strings.Contains(msg, "id header"):
-		return "ID_HEADER"
-	case strings.Contains(msg, "tolerance"):
-		return "TOLERANCE"
-	case publicKeySchemes[p.env.Scheme]:
-		return "PUBLIC_KEY"
-	case strings.Contains(msg, "url"):
-		return "PUBLIC_URL"
-	case p.env.Scheme == verify.SchemeHMAC && !strings.Contains(msg, "secret"):
-		return "SIGNED_CONTENT"
-	}
-	return "SECRET"
+// fieldVars maps each verify setting to the variable (after
+// WHGUARD_<NAME>_) that holds it. Secrets come from SECRET, SECRET_FILE
+// and SECRET_PREVIOUS: see loadSecrets.
+var fieldVars = map[verify.Field]string{
+	verify.FieldScheme:            "SCHEME",
+	verify.FieldSecrets:           "SECRET",
+	verify.FieldTolerance:         "TOLERANCE",
+	verify.FieldIDHeader:          "ID_HEADER",
+	verify.FieldPublicKey:         "PUBLIC_KEY",
+	verify.FieldPublicURL:         "PUBLIC_URL",
+	verify.FieldHMACAlgorithm:     "HMAC_ALGORITHM",
+	verify.FieldSignatureHeader:   "SIGNATURE_HEADER",
+	verify.FieldSignatureEncoding: "SIGNATURE_ENCODING",
+	verify.FieldSignaturePrefix:   "SIGNATURE_PREFIX",
+	verify.FieldTimestampHeader:   "TIMESTAMP_HEADER",
+	verify.FieldSignedContent:     "SIGNED_CONTENT",
 }
 
 // secrets gathers the provider's secrets, current first: SECRET, then each
 // line of SECRET_FILE, then SECRET_PREVIOUS. SECRET is taken verbatim
 // (spaces included); file lines lose only their line ending.
 func (p *providerConfig) secrets() ([]string, error) {
-	var out []string
+	var ps problems
+	out, _, _ := p.loadSecrets(&ps)
+	return out, ps.err()
+}
+
+// loadSecrets returns the secrets (see secrets) and, for each, the variable
+// it came from (after the prefix); ok is false when a problem was reported.
+func (p *providerConfig) loadSecrets(ps *problems) (out, from []string, ok bool) {
 	if p.env.Secret != "" {
-		out = append(out, p.env.Secret)
+		out, from = append(out, p.env.Secret), append(from, "SECRET")
 	}
 	if p.env.SecretFile != "" {
 		b, err := os.ReadFile(p.env.SecretFile)
 		if err != nil {
-			return nil, configErrorf("%sSECRET_FILE: cannot read the file: %v", p.prefix, errors.Unwrap(err))
+			ps.addf(p.prefix+"SECRET_FILE", "cannot read the file: %v; expected a readable file with one secret per line", errors.Unwrap(err))
+			return nil, nil, false
 		}
+		n := len(out)
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
 			if line := strings.TrimSuffix(sc.Text(), "\r"); line != "" {
-				out = append(out, line)
+				out, from = append(out, line), append(from, "SECRET_FILE")
 			}
 		}
-		if len(out) == 0 && p.env.Secret == "" {
-			return nil, configErrorf("%sSECRET_FILE: the file holds no secret", p.prefix)
+		if len(out) == n && p.env.Secret == "" {
+			ps.addf(p.prefix+"SECRET_FILE", "the file holds no secret; expected one secret per line, current first")
+			return nil, nil, false
 		}
 	}
 	if p.env.SecretPrevious != "" {
-		out = append(out, p.env.SecretPrevious)
+		out, from = append(out, p.env.SecretPrevious), append(from, "SECRET_PREVIOUS")
 	}
-	return out, nil
+	return out, from, true
 }
 
 func checkURL(s string) error {
@@ -385,22 +429,40 @@ func checkURL(s string) error {
 	return nil
 }
 
-// parseEnv parses v from vars with the prefix and turns env's errors into
-// configErrors that name the variable, not the Go field.
+// parseEnv parses v from vars with the prefix. Its error joins one
+// configError per value that does not parse, naming the variable, not the
+// Go field.
 func parseEnv(v any, prefix string, vars map[string]string) error {
 	err := env.ParseWithOptions(v, env.Options{Prefix: prefix, Environment: vars})
 	if err == nil {
 		return nil
 	}
+	var ps problems
 	var agg env.AggregateError
-	if errors.As(err, &agg) && len(agg.Errors) > 0 {
-		var pe env.ParseError
-		if errors.As(agg.Errors[0], &pe) {
-			key := prefix + fieldKey(v, pe.Name)
-			return configErrorf("%s: invalid value %q (%v)", key, vars[key], pe.Err)
-		}
+	if !errors.As(err, &agg) {
+		agg.Errors = []error{err}
 	}
-	return configErrorf("configuration: %v", err)
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if !errors.As(e, &pe) {
+			ps.addf(strings.TrimSuffix(prefix, "_"), "%v", e)
+			continue
+		}
+		key := prefix + fieldKey(v, pe.Name)
+		ps.addf(key, "invalid value %q (%v); expected %s", vars[key], pe.Err, typeHint(pe.Type))
+	}
+	return ps.err()
+}
+
+// typeHint says what a value of type t looks like.
+func typeHint(t reflect.Type) string {
+	switch {
+	case t == reflect.TypeOf(time.Duration(0)):
+		return "a Go duration such as 30s, 5m or 1h"
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+		return "a whole number"
+	}
+	return "a " + t.String()
 }
 
 // fieldKey is the env tag of the named struct field.

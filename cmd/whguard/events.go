@@ -23,7 +23,7 @@ import (
 // token; the same variables the sidecar reads, so `kubectl exec … whguard
 // events list` works with no flags.
 type cliConfig struct {
-	AdminListen string `env:"ADMIN_LISTEN" envDefault:"127.0.0.1:9090"`
+	AdminListen string `env:"ADMIN_LISTEN"`
 	AdminToken  string `env:"ADMIN_TOKEN"`
 	// AdminURL overrides the address derived from WHGUARD_ADMIN_LISTEN.
 	AdminURL string `env:"ADMIN_URL"`
@@ -55,7 +55,7 @@ WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
 
 // events runs `whguard events …` and returns the exit status.
 func events(args, environ []string, stdout, stderr io.Writer) int {
-	var cfg cliConfig
+	cfg := cliConfig{AdminListen: defaultAdminListen}
 	if err := parseEnv(&cfg, envPrefix, env.ToMap(environ)); err != nil {
 		fmt.Fprintln(stderr, "whguard:", err)
 		return 2

@@ -70,7 +70,9 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 	cfg, warnings, err := loadConfig(environ)
 	if err != nil {
-		fmt.Fprintln(stderr, "whguard: invalid configuration:", err)
+		for _, e := range configErrors(err) {
+			fmt.Fprintln(stderr, "whguard: invalid configuration:", e)
+		}
 		return 2
 	}
 	log, err := newLogger(cfg, stderr)

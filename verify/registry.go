@@ -1,0 +1,179 @@
+package verify
+
+import (
+	"slices"
+	"strings"
+	"time"
+)
+
+// schemeSpec is one scheme's entry in the registry: everything else that
+// depends on the scheme's name (KnownSchemes, DefaultTolerance,
+// RequiredFields, NewProvider) is derived from it.
+type schemeSpec struct {
+	name string
+	// tolerance is the default timestamp tolerance (DefaultTolerance); 0
+	// for schemes without a signed timestamp.
+	tolerance time.Duration
+	// needs lists the settings the scheme cannot do without, checked
+	// before build is called.
+	needs []requirement
+	// build makes the scheme from a checked configuration; tolerance is
+	// the configured one or the default. Its errors are FieldErrors.
+	build func(cfg ProviderConfig, tolerance time.Duration) (Scheme, error)
+}
+
+// requirement is a setting a scheme needs; what says what to put there.
+type requirement struct {
+	field Field
+	what  string
+}
+
+// needSecret is the requirement of every scheme that signs with a secret.
+var needSecret = requirement{field: FieldSecrets}
+
+// defaultTol is the usual default tolerance (see registry).
+const defaultTol = 5 * time.Minute
+
+// registry lists the schemes in the order KnownSchemes returns them.
+// Default tolerances:
+//   - 5 minutes: Standard Webhooks, Svix, stripe-go and Slack's documented
+//     defaults; also Paddle (its SDK helpers use 5 s, too tight for real
+//     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
+//     Discord and generic hmac with a timestamp header, whose senders
+//     document no bound;
+//   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
+var registry = []schemeSpec{
+	{name: SchemeStandard, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeSvix, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeStripe, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
+	{name: SchemeGitHub, needs: []requirement{needSecret}, build: buildGitHub},
+	{name: SchemeSlack, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
+	{name: SchemeShopify, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
+	{name: SchemeTwilio, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
+		build: withoutTolerance(newTwilioScheme)},
+	{name: SchemePaddle, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
+	{name: SchemeLinear, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
+	{name: SchemeIntercom, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
+	{name: SchemeZoom, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
+	{name: SchemeSquare, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
+		build: withoutTolerance(newSquareScheme)},
+	{name: SchemeSendGrid, tolerance: defaultTol,
+		needs: []requirement{{FieldPublicKey, "base64 DER of the SendGrid ECDSA P-256 verification key"}}, build: newSendGridScheme},
+	{name: SchemePagerDuty, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
+	{name: SchemeDiscord, tolerance: defaultTol,
+		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
+	{name: SchemeGitLab, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
+	{name: SchemeHMAC, tolerance: defaultTol,
+		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
+	{name: SchemeNone, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
+}
+
+// lookupScheme returns the registry entry of name.
+func lookupScheme(name string) (*schemeSpec, bool) {
+	i := slices.IndexFunc(registry, func(s schemeSpec) bool { return s.name == name })
+	if i < 0 {
+		return nil, false
+	}
+	return &registry[i], true
+}
+
+// KnownSchemes returns the scheme names NewProvider accepts, in a new slice.
+func KnownSchemes() []string {
+	names := make([]string, len(registry))
+	for i, s := range registry {
+		names[i] = s.name
+	}
+	return names
+}
+
+// DefaultTolerance returns the timestamp tolerance a scheme uses when its
+// ProviderConfig leaves Tolerance zero: 5 minutes for most schemes that
+// sign a timestamp (the senders' documented bound, or none documented), 1
+// minute for Linear (its SDK's bound); 0 for schemes without a signed
+// timestamp and for unknown names.
+func DefaultTolerance(scheme string) time.Duration {
+	if s, ok := lookupScheme(scheme); ok {
+		return s.tolerance
+	}
+	return 0
+}
+
+// RequiredFields returns the settings a scheme cannot do without (nil for
+// an unknown name), in a new slice: FieldSecrets for the HMAC and token
+// schemes, FieldPublicKey for the public-key ones, FieldPublicURL for those
+// that sign the URL, FieldSignatureHeader for hmac.
+func RequiredFields(scheme string) []Field {
+	s, ok := lookupScheme(scheme)
+	if !ok {
+		return nil
+	}
+	fields := make([]Field, len(s.needs))
+	for i, r := range s.needs {
+		fields[i] = r.field
+	}
+	return fields
+}
+
+// missing reports each required setting cfg leaves empty (blank for the
+// ones that are not secrets: a blank key, URL or header name is never
+// meant).
+func (s *schemeSpec) missing(cfg ProviderConfig) []error {
+	var errs []error
+	for _, r := range s.needs {
+		var value string
+		switch r.field {
+		case FieldSecrets:
+			if len(cfg.Secrets) == 0 {
+				errs = append(errs, fieldErrorf(FieldSecrets, "no secret configured"))
+			}
+			continue
+		case FieldPublicKey:
+			value = cfg.PublicKey
+		case FieldPublicURL:
+			value = cfg.PublicURL
+		case FieldSignatureHeader:
+			value = cfg.HMAC.SignatureHeader
+		}
+		if strings.TrimSpace(value) == "" {
+			errs = append(errs, fieldErrorf(r.field, "%s (%s) is required", fieldLabels[r.field], r.what))
+		}
+	}
+	return errs
+}
+
+// fieldLabels names the settings in messages.
+var fieldLabels = map[Field]string{
+	FieldPublicKey:       "public key",
+	FieldPublicURL:       "public URL",
+	FieldSignatureHeader: "HMAC signature header",
+}
+
+// withoutTolerance adapts the constructor of a scheme that signs no
+// timestamp.
+func withoutTolerance(build func(ProviderConfig) (Scheme, error)) func(ProviderConfig, time.Duration) (Scheme, error) {
+	return func(cfg ProviderConfig, _ time.Duration) (Scheme, error) { return build(cfg) }
+}
+
+func buildStandard(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
+	keys, err := secretKeys(cfg.Secrets, decodeStandardSecret)
+	if err != nil {
+		return nil, err
+	}
+	return newStandardScheme(keys, tolerance, cfg.Scheme == SchemeSvix), nil
+}
+
+func buildStripe(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
+	keys, err := secretKeys(cfg.Secrets, rawSecret)
+	if err != nil {
+		return nil, err
+	}
+	return &stripeScheme{keys: keys, tolerance: tolerance}, nil
+}
+
+func buildGitHub(cfg ProviderConfig, _ time.Duration) (Scheme, error) {
+	keys, err := secretKeys(cfg.Secrets, rawSecret)
+	if err != nil {
+		return nil, err
+	}
+	return &githubScheme{keys: keys}, nil
+}
