@@ -22,6 +22,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,6 +48,9 @@ func main() {
 		os.Exit(status)
 	}
 	opts, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the usage is printed already; asking for it is no error
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "whguard-bench:", err)
 		os.Exit(2)
