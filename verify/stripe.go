@@ -42,7 +42,8 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if err != nil {
 		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
 	}
-	// stripe-go refuses only stale timestamps; SPEC 4 bounds both directions.
+	// stripe-go refuses only stale timestamps; whguard bounds both
+	// directions (a timestamp from the future is as suspect as an old one).
 	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}

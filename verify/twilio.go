@@ -76,10 +76,10 @@ func newTwilioScheme(cfg ProviderConfig) (Scheme, error) {
 }
 
 // twilioURLVariants checks the public URL (absolute http or https, a host,
-// no credentials, query or fragment; SPEC 4) and returns it with its
-// default-port twin. The twin is made by editing the text, never by
-// re-serializing the URL, so that the configured spelling (which Twilio
-// signs) is kept. Errors do not quote the URL.
+// no credentials, query or fragment: the received query string is appended
+// to it) and returns it with its default-port twin. The twin is made by
+// editing the text, never by re-serializing the URL, so that the configured
+// spelling (which Twilio signs) is kept. Errors do not quote the URL.
 func twilioURLVariants(raw string) ([]string, error) {
 	if raw == "" {
 		return nil, errors.New("public URL (the webhook URL configured in Twilio) is required")
