@@ -13,9 +13,9 @@ import (
 const stripeSignatureHeader = "Stripe-Signature"
 
 // stripeVolatile lists the top-level fields of a Stripe event that change
-// between redeliveries of the same event (PROVIDERS.md, "Fields that change
-// between redeliveries": pending_webhooks counts the endpoints still to be
-// notified, so a resend carries a smaller number than the first delivery).
+// between redeliveries of the same event (pending_webhooks counts the
+// endpoints still to be notified, so a resend carries a smaller number than
+// the first delivery).
 func stripeVolatile() []string { return []string{"pending_webhooks"} }
 
 // stripeScheme verifies Stripe: "Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]"

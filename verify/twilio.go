@@ -18,8 +18,8 @@ import (
 // signatures from Twilio"; twilio-go client.RequestValidator).
 const (
 	twilioSignatureHeader = "X-Twilio-Signature"
-	// twilioIdempotencyHeader: PROVIDERS.md marks it (?) as Twilio's stable
-	// event id, and no Twilio page found (docs search, late 2026) documents
+	// twilioIdempotencyHeader is taken as Twilio's stable event id, but it
+	// is unconfirmed: no Twilio page found (docs search, late 2026) documents
 	// it; so it is used when present, and Check falls back to the digest of
 	// the sorted form parameters otherwise.
 	twilioIdempotencyHeader = "I-Twilio-Idempotency-Token"
