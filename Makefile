@@ -20,8 +20,8 @@ fuzz:
 
 ## bench: whguard vs a null server and a naive receiver, side by side (< 10 min).
 bench:
-	./.ci/with-services.sh $(GO) run ./bench
+	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench
 
 ## bench-long: bench plus 1M events (bounded memory) and a 5M-row journal vs an empty one.
 bench-long:
-	./.ci/with-services.sh $(GO) run ./bench -long
+	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench -long

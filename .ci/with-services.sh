@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs a command with a real PostgreSQL and Redis available (SPEC 9):
+# Runs a command with a real PostgreSQL and Redis available (make test needs
+# both; see README.md, "Tests"):
 #   1. the ones already answering on 127.0.0.1:5432 / 127.0.0.1:6379;
 #   2. else throwaway servers started from installed binaries in a temp dir;
 #   3. else, as root, the Debian packages are installed first.

@@ -34,8 +34,8 @@ type APIConfig struct {
 	Logger *zap.Logger
 }
 
-// NewAPI serves SPEC 6's /api/ routes. Mount it behind the bearer check
-// (NewAdmin does).
+// NewAPI serves the admin API's /api/ routes (README, "Inspecting and
+// replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger}
 	if a.onReplay == nil {

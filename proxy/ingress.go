@@ -1,6 +1,7 @@
 // Package proxy is whguard's HTTP surface: the ingress handler that
-// verifies, journals and acknowledges webhooks (SPEC 2), and the admin
-// listener with health, readiness, metrics and the inspection API (SPEC 6).
+// verifies, journals and acknowledges webhooks (docs/ingress.md), and the
+// admin listener with health, readiness, metrics and the inspection API
+// (docs/operations.md).
 package proxy
 
 import (
@@ -151,15 +152,16 @@ const (
 )
 
 // acceptedReply is the 202 body. It is a pure function of the event, so a
-// duplicate is answered with the very same bytes (SPEC 2).
+// duplicate is answered with the very same bytes without storing them.
 type acceptedReply struct {
 	Status   string `json:"status"`
 	Provider string `json:"provider"`
 	EventID  string `json:"event_id"`
 }
 
-// ServeHTTP runs the checks of SPEC 2 in order and stops at the first
-// failure: route, method, body size, signature, event key, journal commit.
+// ServeHTTP runs the ingress checks in order and stops at the first
+// failure: route, method, body size, signature, event key, journal commit
+// (docs/ingress.md, "The checks, in order").
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.now()
 	route, ok := in.routes[r.URL.Path]

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics holds the ingress metrics of SPEC 7. A nil *Metrics records
-// nothing.
+// Metrics holds the ingress metrics (docs/operations.md, "Metrics"). A nil
+// *Metrics records nothing.
 type Metrics struct {
 	requests    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec

@@ -14,7 +14,7 @@ import (
 // digestPrefix starts every digest this package returns.
 const digestPrefix = "sha256:"
 
-// Digest returns the event id of a body that carries none (SPEC 3):
+// Digest returns the event id of a body that carries none (docs/ingress.md):
 // "sha256:" + hex of the SHA-256 of
 //
 //   - for a form post (Content-Type application/x-www-form-urlencoded): its
@@ -50,11 +50,11 @@ func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests
 		values, err := url.ParseQuery(string(body))
 		if err != nil {
 			// url's error quotes the offending bytes: keep them out of the
-			// answer (SPEC: errors never echo the payload).
+			// answer (error bodies never echo the payload).
 			return bodyDigests{}, fmt.Errorf("%w: form body unparseable", ErrBadRequest)
 		}
 		// Encode sorts by name and keeps each name's values in their order:
-		// the stable sort SPEC 3 asks for.
+		// a stable sort, so reordered parameters are the same event.
 		h := hashBytes([]byte(values.Encode()))
 		return bodyDigests{content: h, plain: h}, nil
 	}

@@ -40,9 +40,9 @@ const (
 // hex ed25519 signature of "{X-Signature-Timestamp}{body}" by the
 // application's key (the timestamp as received, like discordgo). Secrets are
 // not used. Discord needs an answer within 3 s, so whguard answers itself
-// (SPEC 4): PING with PONG as a handshake, commands and modal submits with a
-// deferred channel message, components with a deferred update; the backend
-// follows up through the interaction's webhook.
+// (docs/ingress.md): PING with PONG as a handshake, commands and modal
+// submits with a deferred channel message, components with a deferred
+// update; the backend follows up through the interaction's webhook.
 type discordScheme struct {
 	key       ed25519.PublicKey
 	tolerance time.Duration
@@ -73,7 +73,7 @@ func parseDiscordPublicKey(s string) (ed25519.PublicKey, error) {
 	return ed25519.PublicKey(key), nil
 }
 
-// Verify checks the timestamp (Discord documents no bound; SPEC 4's
+// Verify checks the timestamp (Discord documents no bound; the default
 // 5 minutes apply) and the signature, and only then reads the interaction:
 // the id is the body's "id", the type "interaction.<type>".
 func (s *discordScheme) Verify(in Input, now time.Time) (Verified, error) {

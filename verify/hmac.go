@@ -30,7 +30,7 @@ type hmacSegment struct {
 	literal string
 }
 
-// hmacScheme is the generic scheme of SPEC 4 for in-house senders:
+// hmacScheme is the generic scheme for in-house senders (WHGUARD_<NAME>_*):
 //
 //	SignatureHeader: Prefix + encode(HMAC-<Algorithm>(secret, SignedContent))
 //

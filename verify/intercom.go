@@ -18,8 +18,8 @@ const (
 type intercomSignature [sha1.Size]byte
 
 // intercomScheme verifies Intercom: "X-Hub-Signature: sha1=<hex>" where the
-// hex is HMAC-SHA1(app client secret (?), body), the secret used as raw
-// bytes. Intercom signs no timestamp, so replays are bounded only by
+// hex is HMAC-SHA1(secret, body), the secret (presumably the app's client
+// secret; unconfirmed) used as raw bytes. Intercom signs no timestamp, so replays are bounded only by
 // deduplication.
 type intercomScheme struct {
 	keys [][]byte
@@ -39,8 +39,8 @@ func newIntercomScheme(cfg ProviderConfig) (Scheme, error) {
 }
 
 // Volatile: a redelivered notification carries a new delivery_attempts
-// count and first_sent_at (PROVIDERS.md marks both (?): the notification
-// object documents them as delivery metadata, not event data).
+// count and first_sent_at (an inference, not stated by Intercom: the
+// notification object documents them as delivery metadata, not event data).
 func (*intercomScheme) Volatile() []string {
 	return []string{"delivery_attempts", "first_sent_at"}
 }

@@ -10,13 +10,14 @@ import (
 // "Webhooks": "Securing webhooks"; @linear/sdk LinearWebhooks.verify).
 const (
 	linearSignatureHeader = "Linear-Signature"
-	// linearDeliveryHeader is a UUID per payload; PROVIDERS.md marks it (?)
-	// as the stable id: Linear does not say whether a retry keeps it.
+	// linearDeliveryHeader is a UUID per payload, used as the stable id;
+	// unconfirmed: Linear does not say whether a retry keeps it.
 	linearDeliveryHeader = "Linear-Delivery"
-	// linearEventHeader names the entity type ("Issue", "Comment", …) (?).
+	// linearEventHeader names the entity type ("Issue", "Comment", …;
+	// unconfirmed).
 	linearEventHeader = "Linear-Event"
 	// linearTimestampField is the body's delivery time in unix
-	// milliseconds, refreshed on every delivery (PROVIDERS.md).
+	// milliseconds, refreshed on every delivery.
 	linearTimestampField = "webhookTimestamp"
 	// linearMaxTimestampDigits bounds webhookTimestamp: milliseconds need
 	// three more digits than parseUnixSeconds allows seconds.
@@ -45,9 +46,8 @@ func newLinearScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error
 	return &linearScheme{keys: keys, tolerance: tolerance}, nil
 }
 
-// Volatile: webhookTimestamp is refreshed on every delivery of one event
-// (PROVIDERS.md, "Fields that change between redeliveries"), so a resend
-// keeps its content hash.
+// Volatile: webhookTimestamp is refreshed on every delivery of one event,
+// so leaving it out keeps a resend's content hash (docs/ingress.md).
 func (*linearScheme) Volatile() []string { return []string{linearTimestampField} }
 
 // Verify checks the signature, then the signed body's webhookTimestamp

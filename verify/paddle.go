@@ -15,8 +15,8 @@ const paddleSignatureHeader = "Paddle-Signature"
 // paddleScheme verifies Paddle Billing: "Paddle-Signature:
 // ts=<unix>;h1=<hex>[;h1=<hex>…]" where each h1 is hex(HMAC-SHA256(secret
 // key, "{ts}:{body}")), the "pdl_ntfset_…" secret key used as raw bytes.
-// Several h1 entries are accepted, any one matching: PROVIDERS.md (?) and
-// secondary sources say Paddle sends one per secret while a secret key
+// Several h1 entries are accepted, any one matching: secondary sources
+// (unconfirmed by Paddle) say Paddle sends one per secret while a secret key
 // rotates; Paddle's own SDKs read a single h1 (paddle-node-sdk keeps the
 // last, paddle-go-sdk refuses a second), so accepting several only widens
 // what verifies to other signatures of the same signed bytes.

@@ -11,7 +11,7 @@ import (
 // Signatures" and "Webhook Headers"; go-pagerduty webhookv3).
 const (
 	pagerDutySignatureHeader = "X-PagerDuty-Signature"
-	pagerDutyWebhookIDHeader = "X-Webhook-Id" // same on retries (PROVIDERS.md)
+	pagerDutyWebhookIDHeader = "X-Webhook-Id" // same on retries
 	pagerDutySignaturePrefix = "v1="
 )
 

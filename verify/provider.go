@@ -19,8 +19,8 @@ const MaxEventIDLength = 512
 // unprintable one is dropped (returned as ""), not refused.
 const maxEventTypeLength = 256
 
-// ProviderConfig configures one sender (SPEC 4). Zero fields mean defaults
-// where the field says so.
+// ProviderConfig configures one sender (the WHGUARD_<NAME>_* variables).
+// Zero fields mean defaults where the field says so.
 type ProviderConfig struct {
 	// Name is the provider name, lower case; it appears only in error
 	// messages.
@@ -210,8 +210,8 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 	d, err := digestBody(in.Header, in.Body, p.volatile)
 	if err != nil {
 		if id == "" {
-			// The key itself needs the canonical body: refuse (SPEC 2,
-			// "body unparseable where the key needs it").
+			// The key itself needs the canonical body: refuse with 400
+			// (docs/ingress.md, "The checks, in order").
 			return Event{}, err
 		}
 		// The key came from a header or the scheme: a body we cannot

@@ -44,7 +44,7 @@ const (
 
 // volatileDeclarer is implemented by schemes whose payloads carry
 // top-level fields that legitimately change between redeliveries of one
-// event; they are left out of the content hash (SPEC 3).
+// event; they are left out of the content hash (docs/ingress.md).
 type volatileDeclarer interface {
 	Volatile() []string
 }

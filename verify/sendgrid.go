@@ -66,7 +66,7 @@ func parseSendGridPublicKey(s string) (*ecdsa.PublicKey, error) {
 }
 
 // Verify checks the timestamp against the tolerance (SendGrid documents no
-// bound; SPEC 4's 5 minutes apply) and the signature. It returns no id and
+// bound; the default 5 minutes apply) and the signature. It returns no id and
 // no type (see sendGridScheme).
 func (s *sendGridScheme) Verify(in Input, now time.Time) (Verified, error) {
 	sig, ts, err := timestampedHeaders(in, sendGridSignatureHeader, sendGridTimestampHeader, now, s.tolerance)

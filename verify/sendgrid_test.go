@@ -19,8 +19,8 @@ import (
 	"github.com/sendgrid/sendgrid-go/helpers/eventwebhook"
 )
 
-// The sendgrid-go test vector (helpers/eventwebhook/eventwebhook_test.go,
-// PROVIDERS.md): the payload ends with a literal CRLF.
+// The sendgrid-go test vector (helpers/eventwebhook/eventwebhook_test.go):
+// the payload ends with a literal CRLF.
 const (
 	sgPublicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
 	sgSignature = "MEUCIGHQVtGj+Y3LkG9fLcxf3qfI10QysgDWmMOVmxG0u6ZUAiEAyBiXDWzM+uOe5W0JuG+luQAbPIqHh89M15TluLtEZtM="

@@ -11,8 +11,8 @@ import (
 const (
 	shopifySignatureHeader = "X-Shopify-Hmac-SHA256"
 	// shopifyWebhookIDHeader identifies one webhook delivery and is kept on
-	// its retries; PROVIDERS.md names it as the stable id, and Shopify's
-	// earlier "best practices" page told receivers to deduplicate on it.
+	// its retries, so it is the stable id: Shopify's earlier "best
+	// practices" page told receivers to deduplicate on it.
 	shopifyWebhookIDHeader = "X-Shopify-Webhook-Id"
 	// shopifyEventIDHeader identifies the event behind a delivery; the
 	// current "Ignore duplicate webhooks" page deduplicates on it. It is the
@@ -26,10 +26,10 @@ const (
 // shopifyScheme verifies Shopify: "X-Shopify-Hmac-SHA256: <base64>" where the
 // base64 (standard alphabet, padded, no prefix) is HMAC-SHA256(app client
 // secret, body), the secret used as raw bytes. After a secret rotation
-// Shopify may keep signing with the old secret for up to an hour
-// (PROVIDERS.md): configure both, every one is tried. Shopify signs no
-// timestamp (X-Shopify-Triggered-At is not covered by the HMAC), so replays
-// are bounded only by deduplication.
+// Shopify may keep signing with the old secret for up to an hour: configure
+// both, every one is tried. Shopify signs no timestamp
+// (X-Shopify-Triggered-At is not covered by the HMAC), so replays are
+// bounded only by deduplication.
 type shopifyScheme struct {
 	keys [][]byte
 }

@@ -23,7 +23,7 @@ const (
 // slackScheme verifies Slack: "X-Slack-Signature: v0=<hex>" where the hex is
 // HMAC-SHA256(signing secret, "v0:{X-Slack-Request-Timestamp}:{body}"), the
 // secret used as raw bytes. Slack sends one signature per request; every
-// configured secret is tried (SPEC 4 rotation).
+// configured secret is tried (so a secret rotation works).
 type slackScheme struct {
 	keys      [][]byte
 	tolerance time.Duration
@@ -43,7 +43,7 @@ func newSlackScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error)
 // uses ±5 minutes, our DefaultTolerance) and the signature, and only then
 // reads the body:
 //
-//   - a JSON url_verification answers the challenge (SPEC 4 handshake);
+//   - a JSON url_verification answers the challenge (a handshake);
 //   - an Events API callback gives the id "event_id" and the type
 //     "event.type", else the top-level "type";
 //   - anything else (slash commands and interactivity are form posts) has

@@ -38,8 +38,8 @@ func newSquareScheme(cfg ProviderConfig) (Scheme, error) {
 }
 
 // checkSquarePublicURL requires an absolute http(s) URL with a host and
-// without query or fragment (SPEC 4: the received query string is
-// appended). The error does not quote the URL.
+// without query or fragment (the received query string is appended to
+// it). The error does not quote the URL.
 func checkSquarePublicURL(raw string) error {
 	u, err := url.Parse(raw)
 	switch {

@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// The square-go-sdk test vector (PROVIDERS.md).
+// The square-go-sdk test vector.
 const (
 	squareKey  = "Ibxx_5AKakO-3qeNVR61Dw"
 	squareURL  = "https://webhook.site/679a4f3a-dcfa-49ee-bac5-9d0edad886b9"

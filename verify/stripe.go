@@ -13,9 +13,9 @@ import (
 const stripeSignatureHeader = "Stripe-Signature"
 
 // stripeVolatile lists the top-level fields of a Stripe event that change
-// between redeliveries of the same event (PROVIDERS.md, "Fields that change
-// between redeliveries": pending_webhooks counts the endpoints still to be
-// notified, so a resend carries a smaller number than the first delivery).
+// between redeliveries of the same event (pending_webhooks counts the
+// endpoints still to be notified, so a resend carries a smaller number than
+// the first delivery).
 func stripeVolatile() []string { return []string{"pending_webhooks"} }
 
 // Volatile: see stripeVolatile.
@@ -45,7 +45,8 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if err != nil {
 		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
 	}
-	// stripe-go refuses only stale timestamps; SPEC 4 bounds both directions.
+	// stripe-go refuses only stale timestamps; whguard bounds both
+	// directions (a timestamp from the future is as suspect as an old one).
 	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}

@@ -18,8 +18,8 @@ import (
 // signatures from Twilio"; twilio-go client.RequestValidator).
 const (
 	twilioSignatureHeader = "X-Twilio-Signature"
-	// twilioIdempotencyHeader: PROVIDERS.md marks it (?) as Twilio's stable
-	// event id, and no Twilio page found (docs search, late 2026) documents
+	// twilioIdempotencyHeader is taken as Twilio's stable event id, but it
+	// is unconfirmed: no Twilio page found (docs search, late 2026) documents
 	// it; so it is used when present, and Check falls back to the digest of
 	// the sorted form parameters otherwise.
 	twilioIdempotencyHeader = "I-Twilio-Idempotency-Token"
@@ -73,10 +73,10 @@ func newTwilioScheme(cfg ProviderConfig) (Scheme, error) {
 }
 
 // twilioURLVariants checks the public URL (absolute http or https, a host,
-// no credentials, query or fragment; SPEC 4) and returns it with its
-// default-port twin. The twin is made by editing the text, never by
-// re-serializing the URL, so that the configured spelling (which Twilio
-// signs) is kept. Errors do not quote the URL.
+// no credentials, query or fragment: the received query string is appended
+// to it) and returns it with its default-port twin. The twin is made by
+// editing the text, never by re-serializing the URL, so that the configured
+// spelling (which Twilio signs) is kept. Errors do not quote the URL.
 func twilioURLVariants(raw string) ([]string, error) {
 	u, err := url.Parse(raw)
 	switch {

@@ -1,6 +1,6 @@
 // Package verify checks webhook signatures and timestamps over the exact
 // received bytes, and derives the event key and content hash that the
-// journal deduplicates on (SPEC sections 3 and 4).
+// journal deduplicates on (docs/ingress.md).
 //
 // A Provider bundles one configured sender: its scheme, its secrets
 // (several during a rotation), its timestamp tolerance and how its event id
@@ -38,8 +38,8 @@ type Input struct {
 
 // Event is what Check derives from a verified request.
 type Event struct {
-	// ID is the event id of SPEC 3: the ID header, else the scheme's own id,
-	// else "sha256:" + hex digest of the canonical body.
+	// ID is the event id (docs/ingress.md): the ID header, else the
+	// scheme's own id, else "sha256:" + hex digest of the canonical body.
 	ID string
 	// Type is the event type when the scheme exposes one ("" otherwise).
 	Type string

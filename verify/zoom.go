@@ -37,9 +37,9 @@ func newZoomScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	return &zoomScheme{keys: keys, tolerance: tolerance}, nil
 }
 
-// Verify checks the timestamp (Zoom's samples enforce no bound; SPEC 4's
-// tolerance applies, 5 minutes by default) and the signature, and only then
-// reads the body. An endpoint.url_validation is answered (SPEC 4
+// Verify checks the timestamp (Zoom's samples enforce no bound; the
+// provider's tolerance applies, 5 minutes by default) and the signature,
+// and only then reads the body. An endpoint.url_validation is answered (a
 // handshake); any other event has the type "event" and no id: Zoom
 // documents no event id (event_ts is the event's time, not unique), so
 // Check keys it by the body digest.

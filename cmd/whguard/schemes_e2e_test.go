@@ -38,16 +38,16 @@ import (
 	"github.com/whguard/whguard/internal/testdb"
 )
 
-// TestE2EEveryScheme starts the real binary once with every scheme of
-// SPEC 4 configured as its own provider, purely through WHGUARD_* variables,
-// and drives each one as its sender would: a signed event (202, or Discord's
-// interaction response), the same request again (200, byte-identical body),
-// a forgery (401), the sender handshakes (answered, verified, never
-// journaled), and finally checks that the backend received every accepted
-// event exactly once with the exact bytes.
+// TestE2EEveryScheme starts the real binary once with every scheme (the
+// README's provider table) configured as its own provider, purely through
+// WHGUARD_* variables, and drives each one as its sender would: a signed
+// event (202, or Discord's interaction response), the same request again
+// (200, byte-identical body), a forgery (401), the sender handshakes
+// (answered, verified, never journaled), and finally checks that the
+// backend received every accepted event exactly once with the exact bytes.
 //
-// The signers below are written from PROVIDERS.md, independently of the
-// verify package; where an official SDK in go.mod signs (stripe-go, the
+// The signers below are written from each provider's own documentation,
+// independently of the verify package; where an official SDK in go.mod signs (stripe-go, the
 // Standard Webhooks library) it is used, and where one only verifies
 // (slack-go, twilio-go, sendgrid-go, go-pagerduty, discordgo) the hand-made
 // signature is first checked with it, so a wrong signer cannot agree with a
@@ -252,7 +252,8 @@ func TestE2EEveryScheme(t *testing.T) {
 		}
 		keys[key] = c.name
 		// The sender's own headers, signatures included, pass through
-		// (SPEC 5), so a backend that verifies keeps working.
+		// (docs/delivery.md, "The delivery request"), so a backend that
+		// verifies keeps working.
 		for h, vs := range sent.header {
 			if got := d.header.Values(h); strings.Join(got, "\n") != strings.Join(vs, "\n") {
 				t.Errorf("%s: backend header %s = %q, want %q", c.name, h, got, vs)
@@ -399,8 +400,9 @@ func b64MAC(newHash func() hash.Hash, key string, parts ...string) string {
 	return base64.StdEncoding.EncodeToString(macOf(newHash, key, parts...))
 }
 
-// digestID is SPEC 3's id of an event without one: "sha256:" + hex of the
-// canonical bytes, written out by hand in each case.
+// digestID is the id of an event that carries none (docs/ingress.md, "The
+// event key"): "sha256:" + hex of the canonical bytes, written out by hand
+// in each case.
 func digestID(canonical string) string {
 	sum := sha256.Sum256([]byte(canonical))
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -602,7 +604,7 @@ func everySchemeCase(t *testing.T, listen string, k *schemeKeys) []schemeCase {
 				return schemeReqs{
 					event: wireReq{query: query, header: h(k.twilioPrev), body: []byte(body)},
 					// No I-Twilio-Idempotency-Token: keyed by the sorted,
-					// re-encoded parameters (SPEC 3).
+					// re-encoded parameters (docs/ingress.md).
 					wantID: digestID("Body=hello+world&CallSid=CA1234567890ABCDE&Digits=1234&From=%2B14158675310&To=%2B18005551212"),
 					forged: &wireReq{query: query, header: h("not the auth token"), body: []byte(body)},
 					sdkCheck: func(t *testing.T, ev wireReq) {

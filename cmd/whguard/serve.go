@@ -105,10 +105,10 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	}
 	// Group commit: concurrent requests share one INSERT and one commit.
 	// The embedded journal has one writer. PostgreSQL gets two commits in
-	// flight: measured with bench/ on a 2-core machine, pure ingest ran at
-	// 6.0k events/s with one, 6.9k with two, and 3.2k-6.3k with four
-	// (concurrent committers contend for the same right-most index pages
-	// and WAL insertion locks).
+	// flight: measured with cmd/whguard-bench on a 2-core machine, pure
+	// ingest ran at 6.0k events/s with one, 6.9k with two, and 3.2k-6.3k
+	// with four (concurrent committers contend for the same right-most
+	// index pages and WAL insertion locks).
 	commitsInFlight := 2
 	if _, embedded := j.(*journal.SQLite); embedded {
 		commitsInFlight = 1

@@ -113,7 +113,7 @@ func (p *proc) stop(timeout time.Duration) {
 	select {
 	case <-p.done:
 	case <-time.After(timeout):
-		fmt.Fprintf(os.Stderr, "bench: %s did not stop within %s; killing it\n", p.name, timeout)
+		fmt.Fprintf(os.Stderr, "whguard-bench: %s did not stop within %s; killing it\n", p.name, timeout)
 		_ = p.cmd.Process.Kill()
 		<-p.done
 	}

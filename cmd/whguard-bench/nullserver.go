@@ -12,7 +12,7 @@ import (
 // nothing else.
 func runNullServer(args []string) int {
 	if len(args) != 1 {
-		fmt.Println("usage: bench __null-server ADDR")
+		fmt.Println("usage: whguard-bench __null-server ADDR")
 		return 2
 	}
 	mux := http.NewServeMux()

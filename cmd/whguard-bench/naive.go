@@ -43,7 +43,7 @@ type naiveReceiver struct {
 // command line.
 func runNaiveReceiver(args []string) int {
 	if len(args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: WHBENCH_SECRET=whsec_… bench __naive-receiver ADDR DBURL")
+		fmt.Fprintln(os.Stderr, "usage: WHBENCH_SECRET=whsec_… whguard-bench __naive-receiver ADDR DBURL")
 		return 2
 	}
 	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(os.Getenv("WHBENCH_SECRET"), "whsec_"))

@@ -214,7 +214,7 @@ func (h *harness) backlogOn(ctx context.Context, server, dbURL string) Backlog {
 		b.PeakRSSMB = float64(peak) / (1 << 20)
 	}
 	if b.Received < b.Events {
-		fmt.Fprintf(os.Stderr, "bench: %s backlog: %d of %d events delivered within the drain timeout\n", server, b.Received, b.Events)
+		fmt.Fprintf(os.Stderr, "whguard-bench: %s backlog: %d of %d events delivered within the drain timeout\n", server, b.Received, b.Events)
 	}
 	return b
 }

@@ -1,11 +1,11 @@
-// Command bench measures whguard side by side with a null HTTP server and a
-// hand-written "verify and commit one row" receiver, in one run on one
-// machine, with the same pre-signed Standard Webhooks requests (1 KB
+// Command whguard-bench measures whguard side by side with a null HTTP
+// server and a hand-written "verify and commit one row" receiver, in one run
+// on one machine, with the same pre-signed Standard Webhooks requests (1 KB
 // bodies, 10 % re-signed duplicates).
 //
-//	go run ./bench                # or: make bench (starts PostgreSQL if needed)
-//	go run ./bench -duration 2s -only null,whguard-pg
-//	go run ./bench -long          # or: make bench-long
+//	go run ./cmd/whguard-bench        # or: make bench (starts PostgreSQL if needed)
+//	go run ./cmd/whguard-bench -duration 2s -only null,whguard-pg
+//	go run ./cmd/whguard-bench -long  # or: make bench-long
 //
 // Each server runs as its own process (peak RSS from /proc/PID/status,
 // CPU from /proc/PID/stat): the null server and the naive receiver are
@@ -16,12 +16,13 @@
 // Phases: a closed-loop throughput run per server (64 senders), an
 // open-loop fixed-rate run per server (2 000 req/s), and a backlog run per
 // whguard store (delivery capacity). It prints a table, the ratios against
-// the targets (reported, never asserted), and writes bench/out/results.json
-// and BENCHMARKS.png.
+// the targets (reported, never asserted), and writes
+// cmd/whguard-bench/out/results.json and BENCHMARKS.png.
 package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -47,8 +48,11 @@ func main() {
 		os.Exit(status)
 	}
 	opts, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0) // the usage is printed already; asking for it is no error
+	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, "whguard-bench:", err)
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
@@ -58,7 +62,7 @@ func main() {
 
 func parseFlags(args []string) (options, error) {
 	var o options
-	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	fs := flag.NewFlagSet("whguard-bench", flag.ContinueOnError)
 	fs.DurationVar(&o.duration, "duration", 8*time.Second, "measured window of each throughput run")
 	fs.DurationVar(&o.warmup, "warmup", time.Second, "warm-up before each measured window (not counted)")
 	fs.IntVar(&o.senders, "senders", 64, "concurrent senders of the throughput runs")
@@ -68,7 +72,7 @@ func parseFlags(args []string) (options, error) {
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 60*time.Second, "longest wait for deliveries after the load stops")
 	fs.IntVar(&o.maxRate, "max-rate", 60000, "pre-sign enough requests for this many per second")
 	fs.IntVar(&o.forwardConcurrency, "forward-concurrency", 64, "WHGUARD_FORWARD_CONCURRENCY of the whguard servers")
-	fs.StringVar(&o.out, "out", "bench/out", "directory for results.json")
+	fs.StringVar(&o.out, "out", "cmd/whguard-bench/out", "directory for results.json")
 	fs.StringVar(&o.chart, "chart", "BENCHMARKS.png", "PNG chart path (relative paths are under the module root)")
 	only := fs.String("only", strings.Join(serverNames(), ","), "comma list of servers to run")
 	fixed := fs.String("fixed", strings.Join(serverNames(), ","), "comma list of servers to run at the fixed rate too (empty: none)")

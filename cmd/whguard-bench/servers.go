@@ -100,7 +100,7 @@ func (h *harness) start(ctx context.Context, server, dbURL, secret, backendURL s
 		)
 		env = append(env, extraEnv...)
 		readyURL = "http://" + admin + "/readyz"
-		fmt.Fprintf(os.Stderr, "bench: %s admin (pprof, token \"bench\") at http://%s\n", server, admin)
+		fmt.Fprintf(os.Stderr, "whguard-bench: %s admin (pprof, token \"bench\") at http://%s\n", server, admin)
 	default:
 		return nil, fmt.Errorf("unknown server %q (want one of %s)", server, strings.Join(serverNames(), ", "))
 	}

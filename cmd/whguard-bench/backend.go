@@ -44,7 +44,7 @@ func startBackend(tag string, uniques int, gated bool) (*backend, error) {
 	b.srv = &http.Server{Handler: b, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := b.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			fmt.Fprintln(os.Stderr, "bench: fast backend:", err)
+			fmt.Fprintln(os.Stderr, "whguard-bench: fast backend:", err)
 		}
 	}()
 	return b, nil

@@ -51,7 +51,7 @@ func run(ctx context.Context, opts options) int {
 	start := time.Now()
 	h, cleanup, err := newHarness(ctx, opts)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, "whguard-bench:", err)
 		return 1
 	}
 	defer cleanup()
@@ -103,11 +103,11 @@ func run(ctx context.Context, opts options) int {
 	rep.Targets = targets(rep)
 	printReport(os.Stdout, rep)
 	if err := h.writeOutputs(rep); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
+		fmt.Fprintln(os.Stderr, "whguard-bench:", err)
 		status = 1
 	}
 	if ctx.Err() != nil {
-		fmt.Fprintln(os.Stderr, "bench: interrupted")
+		fmt.Fprintln(os.Stderr, "whguard-bench: interrupted")
 		return 1
 	}
 	return status
@@ -197,7 +197,7 @@ func (h *harness) underRoot(p string) string {
 
 // progress reports what the bench is doing on stderr.
 func progress(format string, args ...any) {
-	fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...)
+	fmt.Fprintf(os.Stderr, "whguard-bench: "+format+"\n", args...)
 }
 
 func failedSuffix(failed string) string {
