@@ -191,7 +191,7 @@ type Forwarder struct {
 	// unslotted bounds the claims that hold no slot yet (Concurrency of
 	// them): from Claim, through the commit, until a slot is free. A
 	// claim does not take a slot while its event is being committed, so
-	// under load new events keep the cheap path (measured with bench/:
+	// under load new events keep the cheap path (measured with cmd/whguard-bench:
 	// holding slots through the commit sent 43 % of new events to the
 	// lease query; without, 7-12 % more acks on PostgreSQL and deliveries
 	// keeping up with acks on the embedded journal).
@@ -694,7 +694,7 @@ func (f *Forwarder) releaseSlot(claimed bool) {
 	// With rows waiting, lease again once a quarter of the slots are
 	// free rather than after every delivery: fewer, larger leases
 	// (one statement per row leased stops scaling at a few thousand
-	// per second; DESIGN.md, "Forwarding").
+	// per second on a 2-core machine).
 	if f.backlog.Load() && cap(f.slots)-len(f.slots) >= max(1, cap(f.slots)/4) {
 		f.Wake()
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/whguard/whguard/journal"
 )
 
-// Metrics holds the delivery metrics of SPEC 7. A nil *Metrics records
+// Metrics holds the delivery metrics (docs/operations.md, "Metrics"). A nil *Metrics records
 // nothing.
 type Metrics struct {
 	deliveries *prometheus.CounterVec

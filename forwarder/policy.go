@@ -39,7 +39,7 @@ type Decision struct {
 	Reason string
 }
 
-// Decide applies SPEC 5: 2xx done; connection errors, timeouts, 408, 425,
+// Decide applies the retry policy (docs/delivery.md, "Retry policy"): 2xx done; connection errors, timeouts, 408, 425,
 // 429 and 5xx retry after a full-jitter exponential backoff, or later when
 // the backend's Retry-After asks for longer (capped at an hour); any other
 // status is permanent (dead at once); a spent budget is dead.

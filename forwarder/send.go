@@ -70,7 +70,7 @@ var hopHeaders = []string{
 	"Expect",
 }
 
-// BuildRequest makes the delivery request of SPEC 5: target URL and path,
+// BuildRequest makes the delivery request (docs/delivery.md, "The delivery request"): target URL and path,
 // exact body, received headers minus hop-by-hop ones, plus whguard's.
 func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Request, error) {
 	base, err := url.Parse(t.BackendURL)

@@ -9,7 +9,7 @@ import (
 
 // GroupCommitter gathers concurrent Append calls into shared batches: one
 // multi-row INSERT … ON CONFLICT and one commit for all the requests that
-// arrived while the previous commit ran (DESIGN.md, "Ingest"). A request
+// arrived while the previous commit ran (docs/groupcommit.md). A request
 // alone is committed at once; under load, batches grow up to 100 events.
 // Each caller learns its own outcomes; a failed commit fails exactly the
 // requests of its batch. Append's batch API is what made this possible

@@ -14,7 +14,7 @@ import (
 // ErrNotReplayable: only dead or done events can be replayed.
 var ErrNotReplayable = errors.New("journal: only dead or done events can be replayed")
 
-// Summary is one event as the inspector lists it (SPEC 6).
+// Summary is one event as the inspector and GET /api/events list it.
 type Summary struct {
 	ID            int64     `json:"id"`
 	Provider      string    `json:"provider"`

@@ -45,7 +45,7 @@ type Store interface {
 
 var _ Store = (*Postgres)(nil)
 
-// Statuses of an event row (SPEC 5).
+// Statuses of an event row (docs/delivery.md, "States and transitions").
 const (
 	StatusPending    = "pending"
 	StatusProcessing = "processing"

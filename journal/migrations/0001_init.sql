@@ -1,7 +1,7 @@
 -- 0001: the journal. The small, hot delivery-state row lives in
 -- whguard_events; the payload (headers, raw body) lives apart in
 -- whguard_payloads so state changes never copy ~1 KB of payload into WAL
--- (DESIGN.md, "Table shape and upkeep").
+-- (docs/journal.md, "Payloads apart from the hot row").
 
 CREATE TABLE whguard_events (
     id               bigserial   PRIMARY KEY,
@@ -21,7 +21,7 @@ CREATE TABLE whguard_events (
     last_error       text        NOT NULL DEFAULT '',
     received_at      timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
-    -- The only source of truth for deduplication (SPEC 3).
+    -- The only source of truth for deduplication (docs/journal.md).
     CONSTRAINT whguard_events_key UNIQUE (provider, event_id)
 ) WITH (fillfactor = 70, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02);
 

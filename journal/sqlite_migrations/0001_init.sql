@@ -17,7 +17,7 @@ CREATE TABLE whguard_events (
     last_error       TEXT    NOT NULL DEFAULT '',
     received_at      INTEGER NOT NULL,
     updated_at       INTEGER NOT NULL,
-    -- The only source of truth for deduplication (SPEC 3).
+    -- The only source of truth for deduplication (docs/journal.md).
     CONSTRAINT whguard_events_key UNIQUE (provider, event_id)
 );
 CREATE INDEX whguard_events_ready ON whguard_events (next_attempt_at, id) WHERE status IN ('pending', 'retry');
