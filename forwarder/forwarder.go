@@ -27,6 +27,7 @@ type Store interface {
 	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]journal.Delivery, error)
 	Complete(ctx context.Context, fs []journal.Finish) ([]int64, error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
+	Hold(ctx context.Context, hs []journal.Hold) (int, error)
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (journal.Stats, error)
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (journal.Cleaned, error)
@@ -65,6 +66,8 @@ const (
 	// and replay.
 	DefaultPayloadRetention = 7 * 24 * time.Hour
 	DefaultCleanupEvery     = time.Minute
+	// DefaultNoBackendHold: see Config.NoBackendHold.
+	DefaultNoBackendHold = time.Minute
 	maxLeaseBatch           = 100
 	completeTimeout         = 10 * time.Second
 	// leaseStatementTimeout bounds one lease statement.
@@ -106,6 +109,10 @@ type Config struct {
 	PayloadRetention time.Duration
 	// CleanupInterval is how often retention runs.
 	CleanupInterval time.Duration
+	// NoBackendHold is how long an event whose provider has no target
+	// waits before it is looked at again (a replica with a target for it
+	// may be running by then).
+	NoBackendHold time.Duration
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -137,6 +144,7 @@ func (c *Config) withDefaults() error {
 	c.KeyRetention = cmp.Or(c.KeyRetention, DefaultKeyRetention)
 	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
+	c.NoBackendHold = cmp.Or(c.NoBackendHold, DefaultNoBackendHold)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -655,6 +663,25 @@ func (f *Forwarder) Unclaim() {
 	}
 }
 
+// Reasons a delivery is held without being attempted (Summary.Held, and
+// the reason label of whguard_deliveries_held_total).
+const (
+	// HoldNoBackend: no backend is configured for the event's provider.
+	HoldNoBackend = "no_backend"
+)
+
+// hold hands d's lease back without spending its attempt, due again after
+// wait, and counts why.
+func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string) {
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	f.cfg.Metrics.held(d.Provider, reason)
+	f.log.Debug("delivery held", zap.Int64("id", d.ID), zap.String("provider", d.Provider), zap.String("reason", reason))
+	if _, err := f.cfg.Store.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: d.LeaseToken, For: wait, Reason: reason}}); err != nil {
+		f.log.Warn("hold delivery failed; the reaper will return it", zap.Int64("id", d.ID), zap.Error(err))
+	}
+}
+
 // release hands a leased row back to the journal without spending its
 // attempt: it is leased again, here or by another replica. The reaper
 // returns it if this fails.
@@ -707,13 +734,11 @@ func (f *Forwarder) deliver(d journal.Delivery, recordBy time.Time, claimed bool
 		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
 	target, ok := f.cfg.Targets[d.Provider]
 	if !ok {
-		// Configuration changed under journaled events: keep them, retry later.
-		f.toRecord(claimed)
-		defer f.recorded()
-		f.finish(log, d, recordBy, journal.Finish{Status: journal.StatusRetry,
-			RetryIn:   f.cfg.Policy.MaxDelay,
-			LastError: "no backend configured for provider " + d.Provider,
-			Attempt:   journal.Attempt{Number: d.Attempt, StartedAt: f.cfg.Now(), Error: "no_backend"}})
+		// Journaled before its provider was removed or renamed in the
+		// configuration: not an attempt. The event waits in the journal,
+		// shown as held, and goes out once a replica has a target for it.
+		defer f.freeSlot(claimed)
+		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend)
 		return
 	}
 	res := send(f.deliverCtx, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)

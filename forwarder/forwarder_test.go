@@ -1286,3 +1286,57 @@ func TestAnyReplyIsRecorded(t *testing.T) {
 		}
 	})
 }
+
+// TestNoTargetHoldsWithoutAttempts: an event whose provider has no target
+// (removed from the configuration after it was journaled) is held: no
+// attempt spent, shown as held, counted, and delivered once a forwarder
+// with a target for it runs. (Before, it was attempted, failed and went
+// dead after the whole retry budget.)
+func TestNoTargetHoldsWithoutAttempts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		rec, srv := newRecorder(t)
+		id := appendEvent(t, j, "orphan")
+		f, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Targets = map[string]forwarder.Target{"other": {BackendURL: srv.URL}}
+			c.NoBackendHold = 100 * time.Millisecond
+			c.Policy.MaxAttempts = 2
+		})
+		deadline := time.Now().Add(10 * time.Second)
+		for metricValue(t, reg, "whguard_deliveries_held_total", map[string]string{"provider": "acme", "reason": "no_backend"}) < 3 {
+			if time.Now().After(deadline) {
+				t.Fatal("the event was not held three times")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		stop, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := f.Stop(stop); err != nil {
+			t.Fatal(err)
+		}
+		d := get(t, j, id)
+		if d.Status != journal.StatusPending || d.Attempts != 0 || len(d.AttemptLog) != 0 || d.Held != forwarder.HoldNoBackend {
+			t.Fatalf("held event: %+v, %d attempts logged", d.Summary, len(d.AttemptLog))
+		}
+		if n := len(rec.requests()); n != 0 {
+			t.Fatalf("backend called %d times", n)
+		}
+		startForwarder(t, j, srv.URL, nil) // a target for acme again
+		d = waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+		if d.Attempts != 1 || d.Held != "" {
+			t.Fatalf("delivered: %+v", d.Summary)
+		}
+		if got := rec.requests()[0].header.Get("X-Whguard-Attempt"); got != "1" {
+			t.Fatalf("X-Whguard-Attempt %q, want 1", got)
+		}
+	})
+}
+
+func get(t *testing.T, j journal.Store, id int64) *journal.Detail {
+	t.Helper()
+	d, err := j.Get(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}

@@ -20,6 +20,7 @@ type Metrics struct {
 	retention  *prometheus.CounterVec
 	direct     *prometheus.CounterVec
 	refused    prometheus.Counter
+	holds      *prometheus.CounterVec
 	// occupancy reads the forwarder's slots, outcome places and waiting
 	// claims at scrape time (set by New; nil before).
 	occupancy atomic.Pointer[func() occupancy]
@@ -62,6 +63,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_outcomes_refused_total",
 		Help: "Delivery outcomes the journal refused to store as they were; each was recorded without its reply excerpt.",
 	})
+	m.holds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_deliveries_held_total",
+		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend).",
+	}, []string{"provider", "reason"})
 	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
 			f := m.occupancy.Load()
@@ -83,7 +88,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_claims_waiting",
 		Help: "New events claimed for delivery from memory that hold no delivery slot yet (being committed, or waiting for a slot); at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.claimsWaiting }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, inFlight, recording, claimsWaiting)
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, inFlight, recording, claimsWaiting)
 	return m
 }
 
@@ -148,4 +153,11 @@ func (m *Metrics) outcomeRefused() {
 		return
 	}
 	m.refused.Inc()
+}
+
+func (m *Metrics) held(provider, reason string) {
+	if m == nil {
+		return
+	}
+	m.holds.WithLabelValues(provider, reason).Inc()
 }

@@ -43,6 +43,7 @@ func TestConformance(t *testing.T) {
 		{"RetentionCleanup", testRetentionCleanup},
 		{"GroupCommit", testGroupCommit},
 		{"CompleteStoresAnyExcerpt", testCompleteStoresAnyExcerpt},
+		{"HoldSpendsNoAttempt", testHoldSpendsNoAttempt},
 	}
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		for _, tc := range tests {
@@ -823,5 +824,44 @@ func testCompleteStoresAnyExcerpt(t *testing.T, s journal.Store) {
 	}
 	if x := get(t, s, ds[3].ID).AttemptLog[0].ResponseExcerpt; x != "plain" {
 		t.Fatalf("plain excerpt changed: %q", x)
+	}
+}
+
+// testHoldSpendsNoAttempt: a held lease goes back without its attempt, due
+// after its delay, showing why; its next outcome clears the reason.
+func testHoldSpendsNoAttempt(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "held", "h")).ID
+	d := leaseAll(t, s, time.Minute)[0]
+	n, err := s.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: uuid.New(), For: time.Hour, Reason: "no_backend"}})
+	if err != nil || n != 0 {
+		t.Fatalf("hold with a wrong token: %d %v", n, err)
+	}
+	if n, err = s.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: d.LeaseToken, For: 300 * time.Millisecond, Reason: "no_backend"}}); err != nil || n != 1 {
+		t.Fatalf("hold: %d %v", n, err)
+	}
+	got := get(t, s, id)
+	if got.Status != journal.StatusPending || got.Attempts != 0 || got.Held != "no_backend" {
+		t.Fatalf("after hold: %+v", got.Summary)
+	}
+	if ds := leaseAll(t, s, time.Minute); len(ds) != 0 {
+		t.Fatalf("a held event was leased before it was due")
+	}
+	var again []journal.Delivery
+	for deadline := time.Now().Add(5 * time.Second); len(again) == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the held event never came due")
+		}
+		time.Sleep(50 * time.Millisecond)
+		again = leaseAll(t, s, time.Minute)
+	}
+	if again[0].Attempt != 1 || again[0].BudgetAttempt != 1 {
+		t.Fatalf("after the hold: attempt %d (budget %d), want 1", again[0].Attempt, again[0].BudgetAttempt)
+	}
+	if _, err := s.Complete(ctx, []journal.Finish{finish(again[0], journal.StatusDone, 200)}); err != nil {
+		t.Fatal(err)
+	}
+	if got := get(t, s, id); got.Held != "" || got.Status != journal.StatusDone {
+		t.Fatalf("after delivery: %+v", got.Summary)
 	}
 }

@@ -48,6 +48,25 @@ type Attempt struct {
 	ResponseExcerpt string `json:"response_excerpt"`
 }
 
+// Hold hands one lease back without spending its attempt.
+type Hold struct {
+	ID         int64
+	LeaseToken uuid.UUID
+	// For is how long until the event is due again (0: at once).
+	For time.Duration
+	// Reason says why, for the inspector ("" for a plain release).
+	Reason string
+}
+
+// releases are holds due at once, without a reason.
+func releases(ids []int64, tokens []uuid.UUID) []Hold {
+	hs := make([]Hold, min(len(ids), len(tokens)))
+	for i := range hs {
+		hs[i] = Hold{ID: ids[i], LeaseToken: tokens[i]}
+	}
+	return hs
+}
+
 // Finish is the outcome of one leased delivery.
 type Finish struct {
 	ID         int64
@@ -134,16 +153,22 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 // Release hands unfinished leases back without spending their attempt (a
 // graceful shutdown): the row is due again at once.
 func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
-	if len(ids) != len(tokens) {
-		return 0, fmt.Errorf("release: %d ids but %d tokens", len(ids), len(tokens))
+	return p.Hold(ctx, releases(ids, tokens))
+}
+
+// Hold hands leases back without spending their attempt, each due again
+// after its For and showing its Reason until its next outcome: a delivery
+// that cannot be attempted now (no backend for its provider) waits without
+// using its budget.
+func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
+	ids, toks := make([]int64, len(hs)), make([]pgtype.UUID, len(hs))
+	secs, reasons := make([]float64, len(hs)), make([]string, len(hs))
+	for i, h := range hs {
+		ids[i], toks[i], secs[i], reasons[i] = h.ID, pgUUID(h.LeaseToken), h.For.Seconds(), storableText(h.Reason, maxErrorBytes)
 	}
-	toks := make([]pgtype.UUID, len(tokens))
-	for i, t := range tokens {
-		toks[i] = pgUUID(t)
-	}
-	tag, err := p.queue.Exec(ctx, sqlRelease, ids, toks)
+	tag, err := p.queue.Exec(ctx, sqlHold, ids, toks, secs, reasons)
 	if err != nil {
-		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)
+		return 0, fmt.Errorf("hand back %d leases: %w", len(hs), err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -199,6 +224,7 @@ WITH f AS (
     SET status = f.status,
         next_attempt_at = CASE WHEN f.status = 'retry' THEN now() + make_interval(secs => f.retry_in) ELSE ev.next_attempt_at END,
         last_error = f.last_error,
+        hold_reason = '',
         lease_token = NULL,
         lease_expires_at = NULL,
         updated_at = now()
@@ -212,16 +238,17 @@ WITH f AS (
 )
 SELECT coalesce(array_agg(id), '{}') FROM upd`
 
-const sqlRelease = `
+const sqlHold = `
 UPDATE whguard_events ev
 SET status = CASE WHEN ev.attempts - 1 > ev.budget_base OR ev.last_error <> '' THEN 'retry' ELSE 'pending' END,
     attempts = ev.attempts - 1,
-    next_attempt_at = now(),
+    next_attempt_at = now() + make_interval(secs => h.secs),
+    hold_reason = h.reason,
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[]) AS r(id, token)
-WHERE ev.id = ANY ($1::bigint[]) AND ev.id = r.id AND ev.lease_token = r.token`
+FROM unnest($1::bigint[], $2::uuid[], $3::float8[], $4::text[]) AS h(id, token, secs, reason)
+WHERE ev.id = ANY ($1::bigint[]) AND ev.id = h.id AND ev.lease_token = h.token`
 
 const sqlReap = `
 UPDATE whguard_events

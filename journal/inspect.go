@@ -25,6 +25,9 @@ type Summary struct {
 	ReceivedAt    time.Time `json:"received_at"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
 	LastError     string    `json:"last_error"`
+	// Held says why the delivery waits without spending attempts (for
+	// example no_backend), "" when it does not.
+	Held string `json:"held,omitempty"`
 }
 
 // Detail is one event with its payload, attempts, replays and conflicts.
@@ -100,7 +103,7 @@ FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &headers, &body, &path, &query, &d.Conflicts)
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &body, &path, &query, &d.Conflicts)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -302,12 +305,12 @@ FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY 
 	return s, nil
 }
 
-const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error`
-const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error`
+const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
+const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ev.hold_reason`
 
 func scanSummary(r pgx.CollectableRow) (Summary, error) {
 	var s Summary
-	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError)
+	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held)
 	return s, err
 }
 

@@ -32,6 +32,7 @@ type Store interface {
 	Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error)
 	Complete(ctx context.Context, fs []Finish) (recorded []int64, err error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
+	Hold(ctx context.Context, hs []Hold) (int, error)
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (Stats, error)
 

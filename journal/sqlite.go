@@ -467,15 +467,19 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 
 // Release hands unfinished leases back without spending their attempt.
 func (s *SQLite) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
-	if len(ids) != len(tokens) {
-		return 0, fmt.Errorf("release: %d ids but %d tokens", len(ids), len(tokens))
-	}
+	return s.Hold(ctx, releases(ids, tokens))
+}
+
+// Hold hands leases back without spending their attempt, each due after
+// its For and showing its Reason (see Postgres.Hold).
+func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
 	n := 0
 	err := s.writeState(ctx, func(tx sqliteTx) error {
 		n = 0
-		now := s.now().UnixNano()
-		for i, id := range ids {
-			res, err := tx.ExecContext(ctx, sqliteRelease, now, now, id, tokens[i][:])
+		now := s.now()
+		for _, h := range hs {
+			res, err := tx.ExecContext(ctx, sqliteHold, now.Add(h.For).UnixNano(), storableText(h.Reason, maxErrorBytes),
+				now.UnixNano(), h.ID, h.LeaseToken[:])
 			if err != nil {
 				return err
 			}
@@ -485,7 +489,7 @@ func (s *SQLite) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("release %d leases: %w", len(ids), err)
+		return 0, fmt.Errorf("hand back %d leases: %w", len(hs), err)
 	}
 	return n, nil
 }
@@ -510,14 +514,14 @@ func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) 
 	return n, nil
 }
 
-const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error`
+const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
 
 func scanSQLiteSummary(sc interface{ Scan(...any) error }) (Summary, error) {
 	var (
 		sm           Summary
 		recv, nextAt int64
 	)
-	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError)
+	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held)
 	sm.ReceivedAt, sm.NextAttemptAt = time.Unix(0, recv).UTC(), time.Unix(0, nextAt).UTC()
 	return sm, err
 }
@@ -808,16 +812,16 @@ RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token
 	sqlitePayload  = `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`
 	sqliteComplete = `
 UPDATE whguard_events
-SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?,
+SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?, hold_reason = '',
     lease_token = NULL, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	sqliteInsertAttempt = `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
-	sqliteRelease = `
+	sqliteHold = `
 UPDATE whguard_events
 SET status = CASE WHEN attempts - 1 > budget_base OR last_error <> '' THEN 'retry' ELSE 'pending' END,
-    attempts = attempts - 1, next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+    attempts = attempts - 1, next_attempt_at = ?, hold_reason = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
 WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	// "status <> 'done'" repeats whguard_events_undone's predicate: SQLite
 	// only uses a partial index when the query names its WHERE clause, and
@@ -831,4 +835,4 @@ WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
 )
 
 // sqliteHot lists them.
-var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteLease, sqlitePayload, sqliteComplete, sqliteInsertAttempt, sqliteRelease, sqliteReap}
+var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteLease, sqlitePayload, sqliteComplete, sqliteInsertAttempt, sqliteHold, sqliteReap}

@@ -91,6 +91,20 @@ func (a *apiFixture) do(t *testing.T, method, path, token, body string) (int, ma
 	return resp.StatusCode, m
 }
 
+// holdOne leases the oldest ready event and holds it with reason (as the
+// forwarder does for an event it cannot attempt); it returns its id.
+func holdOne(t *testing.T, j journal.Store, reason string) int64 {
+	t.Helper()
+	ds, err := j.Lease(context.Background(), 1, time.Minute)
+	if err != nil || len(ds) != 1 {
+		t.Fatalf("lease: %v %v", ds, err)
+	}
+	if n, err := j.Hold(context.Background(), []journal.Hold{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, For: time.Hour, Reason: reason}}); n != 1 || err != nil {
+		t.Fatalf("hold: %d %v", n, err)
+	}
+	return ds[0].ID
+}
+
 func keys(m map[string]any) string {
 	var ks []string
 	for k := range m {
@@ -147,6 +161,11 @@ func testAPIListShapesFiltersAndCursor(t *testing.T, store string) {
 	_, m = a.do(t, "GET", "/api/events?provider=beta", "tok", "")
 	if n := len(m["events"].([]any)); n != 2 {
 		t.Fatalf("beta: %d", n)
+	}
+	held := holdOne(t, a.j, "no_backend")
+	_, m = a.do(t, "GET", fmt.Sprintf("/api/events/%d", held), "tok", "")
+	if m["held"] != "no_backend" || m["status"] != "pending" || m["attempts"].(float64) != 0 {
+		t.Fatalf("held event: %v", m)
 	}
 	for _, bad := range []string{"?status=zombie", "?limit=0", "?limit=9999", "?before=x"} {
 		if s, m := a.do(t, "GET", "/api/events"+bad, "tok", ""); s != 400 || m["error"] == nil {

@@ -37,6 +37,7 @@ func chromiumPath(t *testing.T) string {
 func TestInspectorInBrowser(t *testing.T) {
 	a := newAPIFixture(t, "postgres", 3, 1)
 	dead := a.events["e000"]
+	held := holdOne(t, a.j, "no_backend")
 	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
 		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
 		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
@@ -98,7 +99,10 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Fatalf("login: %v", err)
 	}
 	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.row[data-id="%d"]`, dead)))); err != nil {
+	if row := text(fmt.Sprintf(`tr.row[data-id="%d"]`, held)); !strings.Contains(row, "held: no_backend") {
+		t.Fatalf("held event's row %q does not say it is held", row)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.row[data-id="%d"] td`, dead)))); err != nil {
 		t.Fatalf("click row: %v", err)
 	}
 	waitJS("the detail", `!!document.querySelector("#detail h3")`)

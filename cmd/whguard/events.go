@@ -170,7 +170,11 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPROVIDER\tEVENT ID\tTYPE\tATTEMPTS\tRECEIVED\tLAST ERROR")
 	for _, e := range resp.Events {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, e.Status, e.Provider, e.EventID, e.EventType,
+		status := e.Status
+		if e.Held != "" {
+			status += " (held: " + e.Held + ")"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, status, e.Provider, e.EventID, e.EventType,
 			e.Attempts, e.ReceivedAt.Local().Format("2006-01-02 15:04:05"), truncate(e.LastError, 60))
 	}
 	if err := tw.Flush(); err != nil {
