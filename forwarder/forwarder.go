@@ -68,8 +68,8 @@ const (
 	DefaultCleanupEvery     = time.Minute
 	// DefaultNoBackendHold: see Config.NoBackendHold.
 	DefaultNoBackendHold = time.Minute
-	maxLeaseBatch           = 100
-	completeTimeout         = 10 * time.Second
+	maxLeaseBatch        = 100
+	completeTimeout      = 10 * time.Second
 	// leaseStatementTimeout bounds one lease statement.
 	leaseStatementTimeout = 10 * time.Second
 	// releaseTimeout bounds handing leases back after the shutdown deadline.
