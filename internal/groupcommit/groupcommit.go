@@ -32,6 +32,10 @@ type Config struct {
 	Timeout time.Duration
 	// OnFlush, when set, is told the size and duration of every flush.
 	OnFlush func(items int, took time.Duration, err error)
+	// Context, when set, is the parent of every flush's context:
+	// cancelling it interrupts the flushes running and fails the next
+	// ones (a shutdown past its deadline). Nil means none.
+	Context context.Context
 	// Linger, when set, makes every flush wait that long for more calls
 	// unless MaxBatch items are already queued: larger batches for calls
 	// whose latency does not matter (a lone call then waits Linger).
@@ -46,6 +50,7 @@ type Group[T, R any] struct {
 	timeout  time.Duration
 	onFlush  func(items int, took time.Duration, err error)
 	linger   time.Duration
+	base     context.Context
 
 	mu       sync.Mutex
 	queue    []*call[T, R]
@@ -63,6 +68,9 @@ type call[T, R any] struct {
 
 // New returns a Group that writes through flush.
 func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
+	if cfg.Context == nil {
+		cfg.Context = context.Background()
+	}
 	return &Group[T, R]{
 		flush:    flush,
 		maxBatch: cmp.Or(cfg.MaxBatch, 100),
@@ -70,6 +78,7 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 		timeout:  cmp.Or(cfg.Timeout, 10*time.Second),
 		onFlush:  cfg.OnFlush,
 		linger:   cfg.Linger,
+		base:     cfg.Context,
 	}
 }
 
@@ -149,7 +158,7 @@ func (g *Group[T, R]) run() {
 		for _, c := range batch {
 			items = append(items, c.items...)
 		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(g.base, deadline)
 		res, err := g.flush(ctx, items)
 		cancel()
 		if g.onFlush != nil {

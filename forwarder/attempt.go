@@ -1,0 +1,203 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// job is one delivery on its way through the pool: the leased row, when
+// its outcome must be recorded by (a second before its lease ends), and
+// whether it came from Claim (else the fetcher leased it).
+type job struct {
+	d        journal.Delivery
+	recordBy time.Time
+	claimed  bool
+}
+
+// Reasons a delivery is held without being attempted (Summary.Held, and
+// the reason label of whguard_deliveries_held_total).
+const (
+	// HoldNoBackend: no backend is configured for the event's provider.
+	HoldNoBackend = "no_backend"
+)
+
+// hold hands d's lease back without spending its attempt, due again after
+// wait, and counts why.
+func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string) {
+	ctx, cancel := f.handBackContext()
+	defer cancel()
+	f.cfg.Metrics.held(d.Provider, reason)
+	f.log.Debug("delivery held", zap.Int64("id", d.ID), zap.String("provider", d.Provider), zap.String("reason", reason))
+	if _, err := f.cfg.Store.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: d.LeaseToken, For: wait, Reason: reason}}); err != nil {
+		f.log.Warn("hold delivery failed; the reaper will return it", zap.Int64("id", d.ID), zap.Error(err))
+	}
+}
+
+// release hands a leased row back to the journal without spending its
+// attempt: it is leased again, here or by another replica. The reaper
+// returns it if this fails.
+func (f *Forwarder) release(d journal.Delivery) {
+	ctx, cancel := f.handBackContext()
+	defer cancel()
+	if _, err := f.cfg.Store.Release(ctx, []int64{d.ID}, []uuid.UUID{d.LeaseToken}); err != nil {
+		f.log.Warn("release lease failed; the reaper will return it", zap.Int64("id", d.ID), zap.Error(err))
+	}
+}
+
+// handBackContext bounds handing a lease back: releaseTimeout, or only
+// handBackTimeout once the shutdown deadline has passed (the stop must
+// end; a lease not handed back expires and the reaper returns the row).
+func (f *Forwarder) handBackContext() (context.Context, context.CancelFunc) {
+	if f.aborted.Err() != nil {
+		return context.WithTimeout(context.Background(), handBackTimeout)
+	}
+	return context.WithTimeout(context.Background(), releaseTimeout)
+}
+
+// deliver runs one attempt of j, which holds a slot, and records its
+// outcome by j.recordBy.
+func (f *Forwarder) deliver(j job) {
+	d := j.d
+	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
+		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
+	target, ok := f.cfg.Targets[d.Provider]
+	if !ok {
+		// Journaled before its provider was removed or renamed in the
+		// configuration: not an attempt. The event waits in the journal,
+		// shown as held, and goes out once a replica has a target for it.
+		defer f.freeSlot(j)
+		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend)
+		return
+	}
+	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	if f.aborted.Err() != nil && res.status == 0 {
+		// Interrupted by shutdown, not by the backend: hand the lease back
+		// without spending the attempt.
+		defer f.freeSlot(j)
+		f.release(d)
+		return
+	}
+	dec := f.cfg.Policy.Decide(d.BudgetAttempt, res.status, res.retryAfter, f.cfg.Now(), f.cfg.Rand)
+	fin := journal.Finish{
+		ID: d.ID, LeaseToken: d.LeaseToken, Status: dec.Outcome,
+		Attempt: res.attempt(d.Attempt),
+	}
+	if dec.Outcome == OutcomeRetry {
+		fin.RetryIn = dec.Delay
+	}
+	if dec.Outcome != OutcomeDone {
+		fin.LastError = dec.Reason
+		if res.errClass != "" {
+			fin.LastError += " (" + res.errClass + ")"
+		}
+	}
+	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
+	f.toRecord(j)
+	defer f.recorded()
+	switch dec.Outcome {
+	case OutcomeDone:
+		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))
+	case OutcomeRetry:
+		log.Info("delivery failed; will retry", zap.Int("status", res.status), zap.String("error", res.errClass), zap.Duration("in", dec.Delay))
+	case OutcomeDead:
+		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
+	}
+	f.finish(log, j, fin)
+	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
+		// Due before the next poll: look for it when it is due, counted
+		// from now that the due time (now + delay, database clock) is set.
+		time.AfterFunc(dec.Delay, f.Wake)
+	}
+}
+
+// finish records the outcome, retrying a failing database until recordBy
+// (shortly before the lease expires): a recorded outcome avoids a repeat
+// delivery of a done event and keeps a dead one quarantined.
+func (f *Forwarder) finish(log *zap.Logger, j job, fin journal.Finish) {
+	fin.ID, fin.LeaseToken = j.d.ID, j.d.LeaseToken
+	pause := 100 * time.Millisecond
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+		landed, err := f.complete.Do(ctx, []journal.Finish{fin})
+		cancel()
+		switch {
+		case err == nil && !landed[0]:
+			log.Warn("lease lost before the outcome was recorded (expired and taken over)")
+			return
+		case err == nil:
+			return
+		case f.cfg.Now().Add(pause).After(j.recordBy), f.aborted.Err() != nil:
+			// Out of lease time, or past the shutdown deadline: stop trying.
+			// The lease will expire and the reaper returns the row: a
+			// repeat delivery, never a loss.
+			log.Error("record outcome failed; the event will be delivered again", zap.Error(err))
+			return
+		}
+		log.Warn("record outcome failed; retrying", zap.Error(err), zap.Duration("in", pause))
+		select {
+		case <-time.After(pause):
+		case <-f.aborted.Done():
+		}
+		pause = min(pause*2, 2*time.Second)
+	}
+}
+
+// writeOutcomes records a batch of outcomes and says which took effect. A
+// batch the store fails is written again row by row, so one bad row cannot
+// fail the others (a reply excerpt the database refused once failed whole
+// batches, and every event in them was delivered again and again). A row
+// that fails alone is written once more without its texts (reply excerpt,
+// error), logged and counted (whguard_outcomes_refused_total), so its event
+// is not delivered again over a value the database will not take. When even
+// that fails, the database itself is failing: the error goes back to the
+// callers, which retry while their lease lasts.
+func (f *Forwarder) writeOutcomes(ctx context.Context, fs []journal.Finish) ([]bool, error) {
+	ids, err := f.cfg.Store.Complete(ctx, fs)
+	if err == nil {
+		return landedIn(fs, ids), nil
+	}
+	if ctx.Err() != nil {
+		return nil, err
+	}
+	out := make([]bool, len(fs))
+	for i, fin := range fs {
+		if len(fs) > 1 {
+			if ids, err = f.cfg.Store.Complete(ctx, fs[i:i+1]); err == nil {
+				out[i] = len(ids) == 1
+				continue
+			}
+		}
+		bare := fin
+		bare.Attempt.ResponseExcerpt, bare.Attempt.Error = "", "unrecordable"
+		bare.LastError = "the journal refused this attempt's record; its reply excerpt was dropped"
+		ids, err2 := f.cfg.Store.Complete(ctx, []journal.Finish{bare})
+		if err2 != nil {
+			return nil, fmt.Errorf("record outcome of event %d: %w", fin.ID, errors.Join(err, err2))
+		}
+		f.log.Error("journal refused an outcome; recorded it without its reply excerpt",
+			zap.Int64("id", fin.ID), zap.String("status", fin.Status), zap.Error(err))
+		f.cfg.Metrics.outcomeRefused()
+		out[i] = len(ids) == 1
+	}
+	return out, nil
+}
+
+// landedIn marks which outcomes of fs are among the recorded ids.
+func landedIn(fs []journal.Finish, ids []int64) []bool {
+	landed := make(map[int64]bool, len(ids))
+	for _, id := range ids {
+		landed[id] = true
+	}
+	out := make([]bool, len(fs))
+	for i, f := range fs {
+		out[i] = landed[f.ID]
+	}
+	return out
+}

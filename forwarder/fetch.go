@@ -1,0 +1,148 @@
+package forwarder
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// admission decides when rows are leased and which new events are
+// delivered from memory. It owns:
+//   - wake, the fetcher's wake-up (Wake sends, fetchLoop alone receives);
+//   - backlog, set by the fetcher, read by the pool and Claim;
+//   - claims, the claims not yet over (Claim to the end of the attempt, or
+//     to Unclaim, or to handing the row back).
+type admission struct {
+	wake chan struct{}
+	// backlog is true while ready rows may be waiting for a free slot: the
+	// last lease filled everything it asked for, or leasing stopped because
+	// every slot was busy. Only then does a finished delivery wake the
+	// fetcher; otherwise new rows announce themselves.
+	backlog atomic.Bool
+	claims  atomic.Int32
+}
+
+func newAdmission() admission {
+	return admission{wake: make(chan struct{}, 1)}
+}
+
+// Wake asks the fetcher to look for ready rows now (the in-process signal
+// from the ingress after a commit). It never blocks.
+func (f *Forwarder) Wake() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fetchLoop leases up to the number of free delivery slots whenever it is
+// woken (a commit here, a NOTIFY from another replica, a finished delivery)
+// or the poll interval passes, until ctx ends.
+func (f *Forwarder) fetchLoop(ctx context.Context) {
+	poll := time.NewTicker(f.cfg.PollInterval)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-f.wake:
+		case <-poll.C:
+		}
+		for ctx.Err() == nil && f.fetchOnce() {
+		}
+	}
+}
+
+// fetchOnce leases one batch and starts its deliveries; it reports whether
+// to lease again at once (the batch was full and slots are left).
+func (f *Forwarder) fetchOnce() bool {
+	free := f.free()
+	if free <= 0 {
+		f.backlog.Store(true) // a finished delivery wakes us
+		// Unless it finished just before the store and saw no backlog:
+		// look again now that the flag is up.
+		if free = f.free(); free <= 0 {
+			return false
+		}
+	}
+	n := min(free, maxLeaseBatch)
+	// Not cancelled by Stop's first step: a lease statement interrupted
+	// after its commit would strand rows as processing, their attempt
+	// spent. Stop waits for it, until its deadline passes (f.aborted); a
+	// row stranded then comes back through the reaper.
+	lctx, cancel := context.WithTimeout(f.aborted, leaseStatementTimeout)
+	leasedAt := f.cfg.Now()
+	leased, err := f.cfg.Store.Lease(lctx, n, f.cfg.Timeout+f.cfg.LeaseMargin)
+	cancel()
+	if err != nil {
+		if f.aborted.Err() == nil {
+			f.log.Warn("lease failed", zap.Error(err))
+		}
+		return false
+	}
+	// Set before the deliveries start, for the claims they race with.
+	f.backlog.Store(len(leased) == n)
+	// Outcomes are retried until shortly before the lease expires.
+	recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
+	for _, d := range leased {
+		f.inflight.Add(1)
+		f.startLeased(job{d: d, recordBy: recordBy})
+	}
+	return len(leased) == n
+}
+
+// Claim reserves a delivery for an event its receiver is about to journal,
+// so the event can be inserted already leased for the returned duration
+// (journal.Event.LeaseFor) and, once committed, delivered from memory by
+// Dispatch: no lease statement, and one write of the row fewer per
+// delivery. The claim holds no delivery slot until Dispatch finds one
+// free (slots bound the requests to the backends, not the commits). It
+// declines before Start and after Stop, when Concurrency claims are
+// already waiting for slots, and while rows wait in the journal once
+// claims are as many as half the slots: new events keep the cheap path
+// without starving the backlog, which always has the other half. Every
+// accepted claim must end in exactly one Dispatch or Unclaim.
+func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
+	if f.backlog.Load() && int(f.claims.Load()) >= cap(f.slots)/2 {
+		return 0, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.started || f.stopped {
+		return 0, false
+	}
+	select {
+	case f.unslotted <- struct{}{}:
+	default:
+		return 0, false
+	}
+	f.claims.Add(1)
+	f.inflight.Add(1) // under mu: never after Stop's Wait has begun
+	return f.cfg.Timeout + f.cfg.LeaseMargin, true
+}
+
+// Dispatch delivers a claimed event whose leased row is committed, as soon
+// as a delivery slot is free. d carries the row's id, its first attempt
+// and the claim's lease token; d.LeaseExpiresAt bounds how long it may
+// wait for a slot and how long its outcome may be retried (measured from
+// before the commit, so never past the row's real lease).
+func (f *Forwarder) Dispatch(d journal.Delivery) {
+	j := job{d: d, recordBy: d.LeaseExpiresAt.Add(-time.Second), claimed: true}
+	f.goDeliver(func() { f.deliverWhenSlot(j) })
+}
+
+// Unclaim gives back a claim that holds no slot: its event was not
+// inserted (a duplicate, a conflict, a failed commit), or its row is
+// being handed back.
+func (f *Forwarder) Unclaim() {
+	<-f.unslotted
+	f.claims.Add(-1)
+	f.inflight.Done()
+	if f.backlog.Load() {
+		f.Wake() // the place it kept is free for the rows waiting
+	}
+}

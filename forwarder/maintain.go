@@ -1,0 +1,92 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// maintainer is one periodic task: runOnce does one pass under its own
+// timeout; run calls it at once and then every interval until ctx ends.
+type maintainer struct {
+	name     string
+	interval time.Duration
+	timeout  time.Duration
+	runOnce  func(ctx context.Context) error
+	log      *zap.Logger
+}
+
+func (m maintainer) run(ctx context.Context) {
+	t := time.NewTicker(m.interval)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, m.timeout)
+		err := m.runOnce(rctx)
+		cancel()
+		if err != nil && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+			m.log.Warn(m.name+" failed", zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// maintainers are the forwarder's periodic tasks: the reaper, retention
+// and the status gauges.
+func (f *Forwarder) maintainers() []maintainer {
+	ms := []maintainer{
+		{name: "reap expired leases", interval: f.cfg.ReapInterval, timeout: 10 * time.Second, runOnce: f.reapOnce},
+		{name: "retention cleanup", interval: f.cfg.CleanupInterval, timeout: time.Minute, runOnce: f.cleanupOnce},
+	}
+	if f.cfg.Metrics != nil {
+		ms = append(ms, maintainer{name: "refresh event gauges", interval: f.cfg.StatsInterval, timeout: 10 * time.Second, runOnce: f.statsOnce})
+	}
+	for i := range ms {
+		ms[i].log = f.log
+	}
+	return ms
+}
+
+// reapOnce returns expired leases to retry (or dead when their budget is
+// spent) and wakes the fetcher for them.
+func (f *Forwarder) reapOnce(ctx context.Context) error {
+	n, err := f.cfg.Store.ReapExpired(ctx, f.cfg.Policy.MaxAttempts)
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		f.log.Warn("expired leases returned to retry", zap.Int("count", n))
+		f.cfg.Metrics.leaseExpired(n)
+		f.Wake()
+	}
+	return nil
+}
+
+// cleanupOnce applies retention (leader-only across PostgreSQL replicas).
+func (f *Forwarder) cleanupOnce(ctx context.Context) error {
+	now := f.cfg.Now()
+	c, err := f.cfg.Store.Cleanup(ctx, now.Add(-f.cfg.KeyRetention), now.Add(-f.cfg.PayloadRetention))
+	if err != nil {
+		return err
+	}
+	if c.Events > 0 || c.Payloads > 0 {
+		f.log.Info("retention cleanup", zap.Int("events_deleted", c.Events), zap.Int("payloads_dropped", c.Payloads))
+		f.cfg.Metrics.cleaned(c)
+	}
+	return nil
+}
+
+// statsOnce refreshes the status gauges.
+func (f *Forwarder) statsOnce(ctx context.Context) error {
+	s, err := f.cfg.Store.Stats(ctx)
+	if err != nil {
+		return err
+	}
+	f.cfg.Metrics.setStats(s)
+	return nil
+}

@@ -1,0 +1,194 @@
+package forwarder
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// pool bounds and runs the deliveries. It owns:
+//   - slots: the requests to the backends (Concurrency); one is held from
+//     the start of an attempt until the backend's answer is in;
+//   - records: the finished attempts whose outcome is still being written
+//     (Concurrency too). A slot is handed over to a record, so the next
+//     delivery starts while the outcome waits for its batch, and when
+//     outcomes back up the slots stay held and leasing stops;
+//   - unslotted: the claims that hold no slot yet (Concurrency of them):
+//     from Claim, through the commit, until a slot is free. A claim does
+//     not take a slot while its event is being committed, so under load
+//     new events keep the cheap path (measured with cmd/whguard-bench:
+//     holding slots through the commit sent 43 % of new events to the
+//     lease query; without, 7-12 % more acks on PostgreSQL and deliveries
+//     keeping up with acks on the embedded journal);
+//   - inflight: every delivery from its lease or claim to its end, which
+//     Stop waits for;
+//   - the delivery goroutines: idle hands work to one waiting for more,
+//     workersQuit (closed once by quitWorkers) ends those that wait.
+type pool struct {
+	slots     chan struct{}
+	records   chan struct{}
+	unslotted chan struct{}
+	inflight  sync.WaitGroup
+
+	idle        chan func()
+	workersQuit chan struct{}
+	quitOnce    sync.Once
+	// workersStarted and workersLive count delivery goroutines (tests).
+	workersStarted, workersLive atomic.Int32
+}
+
+func newPool(concurrency int) pool {
+	return pool{
+		slots:       make(chan struct{}, concurrency),
+		records:     make(chan struct{}, concurrency),
+		unslotted:   make(chan struct{}, concurrency),
+		idle:        make(chan func()),
+		workersQuit: make(chan struct{}),
+	}
+}
+
+// workerIdle is how long a delivery goroutine waits for more work before
+// it ends.
+const workerIdle = 10 * time.Second
+
+// free is how many rows the fetcher may lease: the slots not in use.
+func (p *pool) free() int {
+	return cap(p.slots) - len(p.slots)
+}
+
+// occupancy reads the bounds for the gauges.
+func (p *pool) occupancy() occupancy {
+	return occupancy{inFlight: len(p.slots), recording: len(p.records), claimsWaiting: len(p.unslotted)}
+}
+
+// goDeliver runs fn on a delivery goroutine that is waiting for work, or
+// on a new one. Reusing them keeps their grown stacks: a goroutine per
+// delivery grew its stack from scratch every time (runtime.newstack was
+// 6 % of whguard's CPU draining a backlog). Their number follows the
+// deliveries in flight, which the slots bound.
+func (p *pool) goDeliver(fn func()) {
+	select {
+	case p.idle <- fn:
+	default:
+		go p.worker(fn)
+	}
+}
+
+func (p *pool) worker(fn func()) {
+	p.workersStarted.Add(1)
+	p.workersLive.Add(1)
+	defer p.workersLive.Add(-1)
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		fn()
+		fn = nil // let the delivery (its body) go while waiting
+		t.Reset(workerIdle)
+		select {
+		case fn = <-p.idle:
+		case <-t.C:
+			return
+		case <-p.workersQuit:
+			return
+		}
+	}
+}
+
+// quitWorkers ends the delivery goroutines waiting for work.
+func (p *pool) quitWorkers() {
+	p.quitOnce.Do(func() { close(p.workersQuit) })
+}
+
+// startLeased delivers a row the fetcher leased (counted in inflight) in
+// the slot it counted for it, or waits for one when a claim took it.
+func (f *Forwarder) startLeased(j job) {
+	select {
+	case f.slots <- struct{}{}:
+		f.goDeliver(func() { f.deliver(j) })
+	default:
+		f.goDeliver(func() { f.deliverWhenSlot(j) })
+	}
+}
+
+// deliverWhenSlot delivers j as soon as a delivery slot is free. It waits
+// while j's lease still leaves room for a whole attempt and half the lease
+// margin (5 s by default): past that, or past the shutdown deadline, the
+// row is handed back to the journal without spending its attempt, and
+// whoever leases it next delivers it.
+func (f *Forwarder) deliverWhenSlot(j job) {
+	select {
+	case f.slots <- struct{}{}:
+		f.startSlotted(j)
+		return
+	default:
+	}
+	// What the lease has left, less a whole attempt and half the margin
+	// (a lease already over, or a zero expiry, waits not at all).
+	wait := time.Duration(0)
+	if left := j.recordBy.Add(time.Second).Sub(f.cfg.Now()); left > 0 {
+		wait = left - f.cfg.Timeout - f.cfg.LeaseMargin/2
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case f.slots <- struct{}{}:
+		f.startSlotted(j)
+		return
+	case <-timer.C:
+		f.log.Debug("no delivery slot in time; the event goes back to the journal",
+			zap.Int64("id", j.d.ID), zap.String("provider", j.d.Provider))
+	case <-f.aborted.Done():
+	}
+	f.release(j.d) // before the counts below: Stop waits for it
+	if j.claimed {
+		f.Unclaim()
+	} else {
+		f.inflight.Done()
+	}
+	f.Wake() // the row is ready again; a slot freeing up wakes the fetcher for it
+}
+
+// startSlotted delivers j, which now holds a slot.
+func (f *Forwarder) startSlotted(j job) {
+	if j.claimed {
+		<-f.unslotted
+		f.cfg.Metrics.claimed(j.d.Provider)
+	}
+	f.deliver(j)
+}
+
+// freeSlot ends a delivery that holds a slot and has no outcome to record
+// (interrupted, or held).
+func (f *Forwarder) freeSlot(j job) {
+	f.releaseSlot(j)
+	f.inflight.Done()
+}
+
+// toRecord hands a delivery's slot over to the recording of its outcome,
+// waiting while Concurrency outcomes are already being recorded.
+func (f *Forwarder) toRecord(j job) {
+	f.records <- struct{}{}
+	f.releaseSlot(j)
+}
+
+// recorded ends a delivery whose outcome is written (or given up).
+func (f *Forwarder) recorded() {
+	<-f.records
+	f.inflight.Done()
+}
+
+func (f *Forwarder) releaseSlot(j job) {
+	if j.claimed {
+		f.claims.Add(-1)
+	}
+	<-f.slots
+	// With rows waiting, lease again once a quarter of the slots are
+	// free rather than after every delivery: fewer, larger leases (one
+	// statement per row leased stops scaling at a few thousand per
+	// second on a 2-core machine).
+	if f.backlog.Load() && f.free() >= max(1, cap(f.slots)/4) {
+		f.Wake()
+	}
+}
