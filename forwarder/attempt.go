@@ -97,6 +97,12 @@ func (f *Forwarder) deliver(j job) {
 		if res.errClass != "" {
 			fin.LastError += " (" + res.errClass + ")"
 		}
+		if res.location != "" {
+			// Redirects are not followed: say where to, so the cause shows
+			// (often an HTTPS redirect or a host check: see the README,
+			// "What your backend receives").
+			fin.LastError += " (redirect to " + res.location + ")"
+		}
 	}
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
 	f.toRecord(j)

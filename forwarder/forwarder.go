@@ -55,6 +55,15 @@ type Target struct {
 	// ForwardPath replaces the received path when set
 	// (WHGUARD_<NAME>_FORWARD_PATH).
 	ForwardPath string
+	// PreserveHost sends the Host the sender used (as received, recorded
+	// in X-Forwarded-Host) instead of the backend's own
+	// (WHGUARD_<NAME>_PRESERVE_HOST).
+	PreserveHost bool
+	// Resign, when set, replaces the provider's signature headers in h
+	// with a fresh signature of body made at the given time, so that a
+	// backend verifying them with the provider's library accepts a late
+	// delivery (WHGUARD_<NAME>_RESIGN). Nil forwards them as received.
+	Resign func(h http.Header, body []byte, at time.Time)
 }
 
 // Defaults. The retry defaults ride out a backend outage of about eight

@@ -955,7 +955,7 @@ func TestBuildRequestURL(t *testing.T) {
 		{forwarder.Target{BackendURL: "http://backend:8080/base/"}, "POST /base/webhooks/acme?a=1&b=%2F HTTP/1.1"},
 		{forwarder.Target{BackendURL: "http://backend:8080", ForwardPath: "/hooks/in"}, "POST /hooks/in?a=1&b=%2F HTTP/1.1"},
 	} {
-		req, err := forwarder.BuildRequest(context.Background(), c.target, d)
+		req, err := forwarder.BuildRequest(context.Background(), c.target, d, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1438,4 +1438,57 @@ func TestStartContextEndsLeasing(t *testing.T) {
 			t.Fatalf("Stop: %v", err)
 		}
 	})
+}
+
+// TestBuildRequestHostAndIDs: the backend gets the provider's id beside the
+// row id, and with PreserveHost the Host the sender used (recorded by the
+// ingress in X-Forwarded-Host) instead of its own; the re-signing hook
+// sees the exact body and the attempt's time.
+func TestBuildRequestHostAndIDs(t *testing.T) {
+	d := journal.Delivery{ID: 7, Provider: "acme", EventID: "evt_123", Attempt: 2, Path: "/webhooks/acme",
+		Body: []byte(`{"id":"evt_123"}`), Headers: http.Header{"X-Forwarded-Host": {"hooks.example.com"}, "Stripe-Signature": {"t=1,v1=old"}}}
+	at := time.Unix(1_800_000_000, 0)
+	var seenBody string
+	var seenAt time.Time
+	target := forwarder.Target{BackendURL: "http://backend:8080", PreserveHost: true, Resign: func(h http.Header, body []byte, when time.Time) {
+		seenBody, seenAt = string(body), when
+		h.Set("Stripe-Signature", "t=new")
+	}}
+	req, err := forwarder.BuildRequest(context.Background(), target, d, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Host != "hooks.example.com" || req.URL.Host != "backend:8080" {
+		t.Errorf("Host %q, URL host %q", req.Host, req.URL.Host)
+	}
+	if got := req.Header.Get("X-Whguard-Source-Event-Id"); got != "evt_123" {
+		t.Errorf("X-Whguard-Source-Event-Id %q", got)
+	}
+	if got := req.Header.Get("X-Whguard-Event-Id"); got != "7" {
+		t.Errorf("X-Whguard-Event-Id %q", got)
+	}
+	if req.Header.Get("Stripe-Signature") != "t=new" || seenBody != string(d.Body) || !seenAt.Equal(at) {
+		t.Errorf("re-sign: header %q, body %q, at %v", req.Header.Get("Stripe-Signature"), seenBody, seenAt)
+	}
+	target.PreserveHost, target.Resign = false, nil
+	req, err = forwarder.BuildRequest(context.Background(), target, d, at)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Host != "backend:8080" || req.Header.Get("Stripe-Signature") != "t=1,v1=old" {
+		t.Errorf("without the options: Host %q, signature %q", req.Host, req.Header.Get("Stripe-Signature"))
+	}
+}
+
+// TestRedirectSaysWhere: a 3xx is permanent (redirects are not followed),
+// and the event's last error names where the backend wanted to send it.
+func TestRedirectSaysWhere(t *testing.T) {
+	j := openJournal(t, "sqlite")
+	_, srv := newRecorder(t, status(307, "Location", "https://app.example.com/webhooks/acme"))
+	id := appendEvent(t, j, "redirected")
+	startForwarder(t, j, srv.URL, nil)
+	d := waitStatus(t, j, id, journal.StatusDead, 5*time.Second)
+	if !strings.Contains(d.LastError, "307") || !strings.Contains(d.LastError, "redirect to https://app.example.com/webhooks/acme") {
+		t.Fatalf("last error %q", d.LastError)
+	}
 }

@@ -24,9 +24,13 @@ import (
 // Headers whguard sets on every delivery.
 const (
 	HeaderIdempotencyKey = "Idempotency-Key"
-	HeaderEventID        = "X-Whguard-Event-Id"
-	HeaderAttempt        = "X-Whguard-Attempt"
-	HeaderProvider       = "X-Whguard-Provider"
+	// HeaderEventID is the journal's row id of the event.
+	HeaderEventID = "X-Whguard-Event-Id"
+	// HeaderSourceEventID is the event's id as its provider knows it
+	// (evt_…, a webhook-id, a delivery GUID): the key's event_id.
+	HeaderSourceEventID = "X-Whguard-Source-Event-Id"
+	HeaderAttempt       = "X-Whguard-Attempt"
+	HeaderProvider      = "X-Whguard-Provider"
 )
 
 // excerptBytes bounds the response excerpt kept per attempt.
@@ -70,9 +74,11 @@ var hopHeaders = []string{
 	"Expect",
 }
 
-// BuildRequest makes the delivery request (docs/delivery.md, "The delivery request"): target URL and path,
-// exact body, received headers minus hop-by-hop ones, plus whguard's.
-func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Request, error) {
+// BuildRequest makes the delivery request of an attempt made at `at`
+// (docs/delivery.md, "The delivery request"): target URL and path, exact
+// body, received headers minus hop-by-hop ones, the provider's signature
+// made afresh when the target re-signs, plus whguard's headers.
+func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Time) (*http.Request, error) {
 	base, err := url.Parse(t.BackendURL)
 	if err != nil {
 		return nil, err
@@ -92,6 +98,11 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Requ
 		return nil, err
 	}
 	req.URL, req.Host = &u, u.Host
+	if t.PreserveHost {
+		if host := originalHost(d.Headers); host != "" {
+			req.Host = host
+		}
+	}
 	h := d.Headers.Clone()
 	if h == nil {
 		h = http.Header{}
@@ -110,8 +121,12 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery) (*http.Requ
 			delete(h, name)
 		}
 	}
+	if t.Resign != nil {
+		t.Resign(h, d.Body, at)
+	}
 	h.Set(HeaderIdempotencyKey, IdempotencyKey(d.Provider, d.EventID))
 	h.Set(HeaderEventID, strconv.FormatInt(d.ID, 10))
+	h.Set(HeaderSourceEventID, d.EventID)
 	h.Set(HeaderAttempt, strconv.Itoa(d.Attempt))
 	h.Set(HeaderProvider, d.Provider)
 	req.Header = h
@@ -127,6 +142,8 @@ type sendResult struct {
 	retryAfter string
 	errClass   string
 	excerpt    string
+	// location is a redirect's target (redirects are not followed).
+	location string
 }
 
 func (r sendResult) attempt(number int) journal.Attempt {
@@ -140,7 +157,7 @@ func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery
 	res := sendResult{started: now()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := BuildRequest(ctx, t, d)
+	req, err := BuildRequest(ctx, t, d, res.started)
 	if err != nil {
 		res.errClass = "bad_target"
 		return res
@@ -154,6 +171,9 @@ func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery
 	defer resp.Body.Close()
 	res.status = resp.StatusCode
 	res.retryAfter = resp.Header.Get("Retry-After")
+	if resp.StatusCode/100 == 3 {
+		res.location = resp.Header.Get("Location")
+	}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
 	res.excerpt = strings.ToValidUTF8(string(b), "\uFFFD")
 	for !utf8.ValidString(res.excerpt) {
@@ -186,4 +206,11 @@ func classify(err error) string {
 		return "dns"
 	}
 	return "connection_error"
+}
+
+// originalHost is the host the sender addressed, as the ingress recorded
+// it (the first X-Forwarded-Host value).
+func originalHost(h http.Header) string {
+	host, _, _ := strings.Cut(h.Get("X-Forwarded-Host"), ",")
+	return strings.TrimSpace(host)
 }

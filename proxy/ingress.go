@@ -221,7 +221,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		EventID:     event.ID,
 		EventType:   event.Type,
 		ContentHash: event.ContentHash,
-		Headers:     r.Header.Clone(),
+		Headers:     withForwarded(r),
 		Body:        body,
 		Path:        r.URL.Path,
 		RawQuery:    r.URL.RawQuery,

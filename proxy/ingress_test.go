@@ -742,3 +742,30 @@ func TestStalledJournal503MeansNotStored(t *testing.T) {
 		t.Fatalf("retry after the stall: %+v, want 202", r)
 	}
 }
+
+// TestForwardedHeadersJournaled: the ingress records where a webhook came
+// from the way a reverse proxy does, so the backend behind whguard sees the
+// sender's host and scheme (HTTPS redirects and host checks pass) and the
+// client; values set by a proxy in front of whguard are kept or extended.
+func TestForwardedHeadersJournaled(t *testing.T) {
+	f := newFixture(t, "sqlite")
+	body := `{"type":"fwd"}`
+	h := signStandard("msg_fwd", time.Now(), body)
+	h.Set("X-Forwarded-For", "203.0.113.9")
+	h.Set("X-Forwarded-Proto", "https")
+	if r := f.post(t, "/webhooks/std", h, body); r.status != http.StatusAccepted {
+		t.Fatalf("%+v", r)
+	}
+	d := f.detail(t, f.events(t)[0].ID)
+	host := strings.TrimPrefix(f.srv.URL, "http://")
+	for name, want := range map[string]string{
+		"X-Forwarded-For":   "203.0.113.9, 127.0.0.1",
+		"X-Forwarded-Proto": "https",
+		"X-Forwarded-Host":  host,
+		"Forwarded":         `for=127.0.0.1;host="` + host + `";proto=https`,
+	} {
+		if got := d.Headers.Get(name); got != want {
+			t.Errorf("%s = %q, want %q", name, got, want)
+		}
+	}
+}

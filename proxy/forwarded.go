@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"net"
+	"net/http"
+	"strings"
+)
+
+// withForwarded returns a copy of the request's headers with what a good
+// reverse proxy tells the backend about the original request: the client
+// in X-Forwarded-For (appended to a value set by a proxy in front of
+// whguard), the host and scheme the sender used in X-Forwarded-Host and
+// X-Forwarded-Proto (kept when a proxy in front already set them), and the
+// same in Forwarded (RFC 7239). They are journaled with the event, so
+// every attempt and replay carries them. Frameworks that redirect to HTTPS
+// or check allowed hosts (Rails force_ssl, Django ALLOWED_HOSTS) read them.
+func withForwarded(r *http.Request) http.Header {
+	h := r.Header.Clone()
+	client, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		client = r.RemoteAddr
+	}
+	if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
+		h.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+client)
+	} else {
+		h.Set("X-Forwarded-For", client)
+	}
+	proto := h.Get("X-Forwarded-Proto")
+	if proto == "" {
+		proto = "http"
+		if r.TLS != nil {
+			proto = "https"
+		}
+		h.Set("X-Forwarded-Proto", proto)
+	}
+	host := h.Get("X-Forwarded-Host")
+	if host == "" {
+		host = r.Host
+		h.Set("X-Forwarded-Host", host)
+	}
+	elem := "for=" + forwardedNode(client) + ";host=" + quoteForwarded(host) + ";proto=" + quoteForwarded(proto)
+	if prior := h.Values("Forwarded"); len(prior) > 0 {
+		elem = strings.Join(prior, ", ") + ", " + elem
+	}
+	h.Set("Forwarded", elem)
+	return h
+}
+
+// forwardedNode formats a client address as a Forwarded node: IPv6
+// addresses in brackets and quotes (RFC 7239, section 6).
+func forwardedNode(ip string) string {
+	if strings.Contains(ip, ":") {
+		return `"[` + ip + `]"`
+	}
+	return quoteForwarded(ip)
+}
+
+// quoteForwarded quotes a value unless it is a plain token.
+func quoteForwarded(v string) string {
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
+		}
+	}
+	return v
+}
