@@ -65,9 +65,9 @@ func (f *Forwarder) handBackContext() (context.Context, context.CancelFunc) {
 // outcome by j.recordBy.
 func (f *Forwarder) deliver(j job) {
 	d := j.d
-	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
-		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt))
 	target, ok := f.cfg.Targets[d.Provider]
+	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
+		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt), zap.String("backend", f.origins[d.Provider]))
 	if !ok {
 		// Journaled before its provider was removed or renamed in the
 		// configuration: not an attempt. The event waits in the journal,

@@ -198,6 +198,9 @@ const (
 type Forwarder struct {
 	cfg Config
 	log *zap.Logger
+	// origins maps each provider with a target to its backend's origin
+	// (scheme://host:port), for logs and the start-up probe.
+	origins map[string]string
 
 	admission
 	pool
@@ -236,6 +239,10 @@ func New(cfg Config) (*Forwarder, error) {
 		admission: newAdmission(),
 		pool:      newPool(cfg.Concurrency),
 		stopGrace: stopGrace,
+		origins:   make(map[string]string, len(cfg.Targets)),
+	}
+	for name, t := range cfg.Targets {
+		f.origins[name] = origin(t.BackendURL)
 	}
 	f.aborted, f.abort = context.WithCancel(context.Background())
 	cfg.Metrics.observe(f.pool.occupancy)
@@ -270,6 +277,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	for _, m := range f.maintainers() {
 		f.goLoop(func() { m.run(loopCtx) })
 	}
+	f.goLoop(func() { f.probeBackends(loopCtx) })
 	if f.cfg.Listen != nil {
 		f.goLoop(func() {
 			if err := f.cfg.Listen(loopCtx, f.Wake); err != nil && !errors.Is(err, context.Canceled) {

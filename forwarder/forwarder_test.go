@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,7 +18,9 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/testdb"
@@ -1490,5 +1493,65 @@ func TestRedirectSaysWhere(t *testing.T) {
 	d := waitStatus(t, j, id, journal.StatusDead, 5*time.Second)
 	if !strings.Contains(d.LastError, "307") || !strings.Contains(d.LastError, "redirect to https://app.example.com/webhooks/acme") {
 		t.Fatalf("last error %q", d.LastError)
+	}
+}
+
+// TestStartWarnsAboutABackendThatDoesNotAnswer: a backend down or on the
+// wrong port is said at start-up, with its origin, not only once events
+// start retrying; one that answers is not.
+func TestStartWarnsAboutABackendThatDoesNotAnswer(t *testing.T) {
+	j := openJournal(t, "sqlite")
+	_, up := newRecorder(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := "http://" + ln.Addr().String()
+	ln.Close() // nothing listens there now
+	core, logs := observer.New(zap.WarnLevel)
+	startForwarder(t, j, up.URL, func(c *forwarder.Config) {
+		c.Targets = map[string]forwarder.Target{"acme": {BackendURL: up.URL}, "other": {BackendURL: down + "/hooks"}}
+		c.Logger = zap.New(core)
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for logs.FilterMessageSnippet("backend does not answer").Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("no warning about the backend that does not answer")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	warned := logs.FilterMessageSnippet("backend does not answer").All()
+	if len(warned) != 1 || warned[0].ContextMap()["backend"] != down {
+		t.Fatalf("warnings %+v, want one for %s", warned, down)
+	}
+}
+
+// TestOldestPendingAgeIsZeroWhenNothingWaits: the gauge reads 0 for every
+// provider with a target when nothing is pending (it disappeared before,
+// and dashboards showed "no data").
+func TestOldestPendingAgeIsZeroWhenNothingWaits(t *testing.T) {
+	j := openJournal(t, "sqlite")
+	_, srv := newRecorder(t)
+	_, reg := startForwarder(t, j, srv.URL, nil)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mfs, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != "whguard_oldest_pending_age_seconds" {
+				continue
+			}
+			for _, m := range mf.GetMetric() {
+				if m.GetLabel()[0].GetValue() == "acme" && m.GetGauge().GetValue() == 0 {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no whguard_oldest_pending_age_seconds{provider=\"acme\"} 0 with nothing pending")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

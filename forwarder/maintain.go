@@ -3,6 +3,9 @@ package forwarder
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -87,6 +90,55 @@ func (f *Forwarder) statsOnce(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f.cfg.Metrics.setStats(s)
+	f.cfg.Metrics.setStats(s, f.cfg.Targets)
 	return nil
+}
+
+// probeBackends checks once, at start, that each backend answers a TCP
+// connection, and warns about those that do not: a backend that is down or
+// on the wrong port is otherwise invisible until events start retrying.
+// It is a warning, never fatal: the sidecar may start before its app.
+func (f *Forwarder) probeBackends(ctx context.Context) {
+	var origins []string
+	for _, o := range f.origins {
+		if !slices.Contains(origins, o) {
+			origins = append(origins, o)
+		}
+	}
+	slices.Sort(origins)
+	for _, o := range origins {
+		u, err := url.Parse(o)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		port := u.Port()
+		if port == "" {
+			port = "80"
+			if u.Scheme == "https" {
+				port = "443"
+			}
+		}
+		host := net.JoinHostPort(u.Hostname(), port)
+		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", host)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				f.log.Warn("backend does not answer; deliveries to it will wait and retry",
+					zap.String("backend", o), zap.String("error", classify(err)))
+			}
+			continue
+		}
+		_ = conn.Close()
+	}
+}
+
+// origin is a backend URL's scheme://host[:port], or the URL itself when
+// it does not parse.
+func origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return raw
+	}
+	return u.Scheme + "://" + u.Host
 }

@@ -127,7 +127,10 @@ func (m *Metrics) leaseExpired(n int) {
 	m.expired.Add(float64(n))
 }
 
-func (m *Metrics) setStats(s journal.Stats) {
+// setStats sets the journal-wide gauges. Every provider with a target has
+// an oldest-pending age, 0 when nothing of it waits, so dashboards show 0
+// rather than no data.
+func (m *Metrics) setStats(s journal.Stats, targets map[string]Target) {
 	if m == nil {
 		return
 	}
@@ -135,6 +138,9 @@ func (m *Metrics) setStats(s journal.Stats) {
 		m.events.WithLabelValues(st).Set(float64(s.ByStatus[st]))
 	}
 	m.oldest.Reset()
+	for p := range targets {
+		m.oldest.WithLabelValues(p).Set(0)
+	}
 	for p, age := range s.OldestUndelivered {
 		m.oldest.WithLabelValues(p).Set(age.Seconds())
 	}
