@@ -55,6 +55,10 @@ WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
 
 // events runs `whguard events …` and returns the exit status.
 func events(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, eventsUsage)
+		return 0
+	}
 	cfg := cliConfig{AdminListen: defaultAdminListen}
 	if err := parseEnv(&cfg, envPrefix, env.ToMap(environ)); err != nil {
 		fmt.Fprintln(stderr, "whguard:", err)
@@ -89,6 +93,15 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// isHelp reports a request for help: -h, -help, --help or help.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
 }
 
 type usageError string

@@ -44,3 +44,14 @@ func TestEventsListShowsHeld(t *testing.T) {
 		t.Fatalf("events list does not show the hold:\n%s", out.String())
 	}
 }
+
+// TestEventsHelp: `whguard events --help` prints the usage and succeeds,
+// with or without an admin token configured.
+func TestEventsHelp(t *testing.T) {
+	for _, arg := range []string{"-h", "--help", "help"} {
+		var out, errb bytes.Buffer
+		if code := run([]string{"events", arg}, nil, &out, &errb); code != 0 || !strings.Contains(out.String(), "whguard events list") {
+			t.Fatalf("events %s: %d\n%s%s", arg, code, out.String(), errb.String())
+		}
+	}
+}
