@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 
@@ -32,12 +33,15 @@ type APIConfig struct {
 	OnReplay func()
 	// Logger receives the audit log of replays; nil means none.
 	Logger *zap.Logger
+	// RedactHeaders adds header names to DefaultRedactedHeaders, whose
+	// values the API never shows (WHGUARD_REDACT_HEADERS).
+	RedactHeaders []string
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
-	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger}
+	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders)}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -59,6 +63,7 @@ type api struct {
 	store    Inspector
 	onReplay func()
 	log      *zap.Logger
+	redact   redactor
 }
 
 var validStatus = map[string]bool{
@@ -69,6 +74,10 @@ var validStatus = map[string]bool{
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := journal.Filter{Status: q.Get("status"), Provider: q.Get("provider")}
+	if !cleanText(f.Provider) {
+		apiError(w, http.StatusBadRequest, "provider must be printable UTF-8")
+		return
+	}
 	if !validStatus[f.Status] {
 		apiError(w, http.StatusBadRequest, "status must be pending, processing, done, retry or dead")
 		return
@@ -116,6 +125,7 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 		a.unavailable(w, err)
 		return
 	}
+	d.Headers = a.redact.headers(d.Headers)
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -208,7 +218,29 @@ func readReplay(w http.ResponseWriter, r *http.Request) (replayRequest, bool) {
 		apiError(w, http.StatusBadRequest, "reason is limited to 1000 bytes")
 		return req, false
 	}
+	for _, v := range []string{req.Reason, req.Status, req.Provider, req.Since} {
+		if !cleanText(v) {
+			apiError(w, http.StatusBadRequest, "reason, status, provider and since must be UTF-8 text without control characters")
+			return req, false
+		}
+	}
 	return req, true
+}
+
+// cleanText reports text the journal can store and a person can read:
+// valid UTF-8 without NUL or other control characters but tab. (PostgreSQL
+// refuses NUL in text; such input is the caller's mistake, a 400, not a
+// journal outage.)
+func cleanText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, c := range s {
+		if c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
 }
 
 func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {

@@ -268,3 +268,62 @@ func testAPIBulkReplayInBatches(t *testing.T, store string) {
 		t.Fatalf("nothing left dead: %d %v", s, m)
 	}
 }
+
+// TestAPIRedactsCredentialHeaders: credential headers are stored (the
+// backend may check them) but the API, and so the inspector and the CLI,
+// never shows them; WHGUARD_REDACT_HEADERS adds to the list.
+func TestAPIRedactsCredentialHeaders(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		f := newFixture(t, store)
+		res, err := f.j.Append(context.Background(), []journal.Event{{Provider: "gitlab", EventID: "e1", ContentHash: "h",
+			Body: []byte("{}"), Path: "/webhooks/gitlab", Headers: http.Header{
+				"X-Gitlab-Token": {"the-webhook-secret"}, "Authorization": {"Bearer abc"}, "Cookie": {"s=1"},
+				"X-Api-Key": {"k-123"}, "Content-Type": {"application/json"},
+			}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+			Ready: f.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+			API: proxy.NewAPI(proxy.APIConfig{Store: f.j, RedactHeaders: []string{"x-api-key"}}),
+		}))
+		defer srv.Close()
+		a := &apiFixture{srv: srv, j: f.j}
+		_, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", res[0].ID), "tok", "")
+		raw, _ := json.Marshal(m)
+		for _, secret := range []string{"the-webhook-secret", "Bearer abc", "s=1", "k-123"} {
+			if strings.Contains(string(raw), secret) {
+				t.Fatalf("the API shows %q: %s", secret, raw)
+			}
+		}
+		h := m["headers"].(map[string]any)
+		if h["X-Gitlab-Token"].([]any)[0] != proxy.Redacted || h["Content-Type"].([]any)[0] != "application/json" {
+			t.Fatalf("headers %v", h)
+		}
+		// Still stored as received, for the forwarder.
+		d, err := f.j.Get(context.Background(), res[0].ID)
+		if err != nil || d.Headers.Get("X-Gitlab-Token") != "the-webhook-secret" {
+			t.Fatalf("stored headers %v %v", d.Headers, err)
+		}
+	})
+}
+
+// TestAPIBadTextIs400: a NUL or invalid UTF-8 in a filter or a replay
+// reason is the caller's mistake (PostgreSQL answered it with an error the
+// API reported as 503 "journal unavailable").
+func TestAPIBadTextIs400(t *testing.T) {
+	a := newAPIFixture(t, "postgres", 2, 1)
+	if s, m := a.do(t, "GET", "/api/events?provider=a%00b", "tok", ""); s != 400 {
+		t.Fatalf("NUL in provider: %d %v", s, m)
+	}
+	if s, m := a.do(t, "GET", "/api/events?provider=%ff", "tok", ""); s != 400 {
+		t.Fatalf("invalid UTF-8 in provider: %d %v", s, m)
+	}
+	dead := a.events["e000"]
+	if s, m := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", dead), "tok", `{"reason":"a\u0000b"}`); s != 400 {
+		t.Fatalf("NUL in reason: %d %v", s, m)
+	}
+	if s, m := a.do(t, "POST", "/api/replay", "tok", `{"reason":"ok","provider":"x\u0000"}`); s != 400 {
+		t.Fatalf("NUL in bulk provider: %d %v", s, m)
+	}
+}
