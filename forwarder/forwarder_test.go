@@ -957,6 +957,8 @@ func TestBuildRequestURL(t *testing.T) {
 	}{
 		{forwarder.Target{BackendURL: "http://backend:8080/base/"}, "POST /base/webhooks/acme?a=1&b=%2F HTTP/1.1"},
 		{forwarder.Target{BackendURL: "http://backend:8080", ForwardPath: "/hooks/in"}, "POST /hooks/in?a=1&b=%2F HTTP/1.1"},
+		// A query in the backend URL is kept (it was silently dropped).
+		{forwarder.Target{BackendURL: "http://backend:8080/in?token=abc"}, "POST /in/webhooks/acme?token=abc&a=1&b=%2F HTTP/1.1"},
 	} {
 		req, err := forwarder.BuildRequest(context.Background(), c.target, d, time.Now())
 		if err != nil {

@@ -90,7 +90,14 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 	}
 	u.Path = strings.TrimSuffix(base.Path, "/") + path
 	u.RawPath = ""
-	u.RawQuery = d.RawQuery
+	// A query in the backend URL (a token some apps want) is kept, and the
+	// received query follows it.
+	switch {
+	case base.RawQuery == "":
+		u.RawQuery = d.RawQuery
+	case d.RawQuery != "":
+		u.RawQuery = base.RawQuery + "&" + d.RawQuery
+	}
 	// The URL is built, not parsed: formatting it for NewRequest to parse
 	// again cost ~4 % of whguard's CPU while draining a backlog.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(d.Body))

@@ -95,6 +95,16 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
+// redactURL hides a password in an admin URL (WHGUARD_ADMIN_URL may carry
+// one for a proxy in front of the admin listener).
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "the configured admin URL"
+	}
+	return u.Redacted()
+}
+
 // isHelp reports a request for help: -h, -help, --help or help.
 func isHelp(arg string) bool {
 	switch arg {
@@ -130,7 +140,7 @@ func (c *apiClient) call(method, path string, body any, out any) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("reach the admin API at %s: %w", c.base, err)
+		return fmt.Errorf("reach the admin API at %s: %w", redactURL(c.base), err)
 	}
 	defer resp.Body.Close()
 	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -55,3 +55,13 @@ func TestEventsHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsErrorHidesTheAdminURLPassword: an unreachable admin API is
+// reported without the password of WHGUARD_ADMIN_URL.
+func TestEventsErrorHidesTheAdminURLPassword(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run([]string{"events", "list"}, []string{"WHGUARD_ADMIN_URL=http://ops:s3cr3t-pw@127.0.0.1:1", "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb)
+	if code == 0 || strings.Contains(errb.String(), "s3cr3t-pw") || !strings.Contains(errb.String(), "127.0.0.1:1") {
+		t.Fatalf("exit %d, stderr %q", code, errb.String())
+	}
+}
