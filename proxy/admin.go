@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	_ "embed"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"strings"
@@ -33,34 +34,24 @@ type AdminConfig struct {
 	API http.Handler
 	// Logger receives the admin logs; nil means none.
 	Logger *zap.Logger
+	// AllowedHosts lists the Host names (without port) the admin listener
+	// answers besides the loopback ones (WHGUARD_ADMIN_HOSTS). Others get
+	// 421: a page of another origin cannot reach the admin API through a
+	// name that resolves to it (DNS rebinding), and a listener bound wider
+	// than intended answers nothing to the network.
+	AllowedHosts []string
 }
 
 // NewAdmin builds the admin handler: /healthz, /readyz and /metrics open,
-// everything else behind `Authorization: Bearer <token>`.
+// everything else behind `Authorization: Bearer <token>`, and all of it
+// only for a loopback Host or one of AllowedHosts.
 func NewAdmin(cfg AdminConfig) http.Handler {
 	log := cfg.Logger
 	if log == nil {
 		log = zap.NewNop()
 	}
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-		defer cancel()
-		if err := cfg.Ready(ctx); err != nil {
-			msg := "journal unreachable"
-			if errors.Is(err, journal.ErrNotMigrated) {
-				msg = "journal not migrated: run `whguard migrate`"
-			}
-			log.Warn("not ready", zap.Error(err))
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": msg})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	probeRoutes(mux, cfg.Ready, cfg.Gatherer, log)
 	// The inspector page is static and holds no data: it asks for the token
 	// and calls /api/ with it, so serving it openly reveals nothing.
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
@@ -86,7 +77,72 @@ func NewAdmin(cfg AdminConfig) http.Handler {
 	prof.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	mux.Handle("/debug/pprof/", requireBearer(cfg.Token, prof))
 	mux.Handle("/", requireBearer(cfg.Token, api))
+	return requireHost(cfg.AllowedHosts, mux)
+}
+
+// NewProbes serves /metrics, /healthz and /readyz alone, for scrapers and
+// orchestrator probes on a listener of their own (WHGUARD_METRICS_LISTEN),
+// whatever their Host.
+func NewProbes(ready func(ctx context.Context) error, gatherer prometheus.Gatherer, log *zap.Logger) http.Handler {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	mux := http.NewServeMux()
+	probeRoutes(mux, ready, gatherer, log)
 	return mux
+}
+
+// probeRoutes adds the open routes: liveness, readiness, metrics.
+func probeRoutes(mux *http.ServeMux, ready func(ctx context.Context) error, gatherer prometheus.Gatherer, log *zap.Logger) {
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := ready(ctx); err != nil {
+			msg := "journal unreachable"
+			if errors.Is(err, journal.ErrNotMigrated) {
+				msg = "journal not migrated: run `whguard migrate`"
+			}
+			log.Warn("not ready", zap.Error(err))
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": msg})
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(gatherer, promhttp.HandlerOpts{}))
+}
+
+// requireHost answers 421 Misdirected Request unless the request's Host is
+// a loopback name or address, or one of allowed.
+func requireHost(allowed []string, next http.Handler) http.Handler {
+	ok := map[string]bool{}
+	for _, h := range allowed {
+		ok[strings.ToLower(strings.TrimSpace(h))] = true
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		host := r.Host
+		if h, _, err := net.SplitHostPort(host); err == nil {
+			host = h
+		}
+		host = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+		if !isLoopbackHost(host) && !ok[host] {
+			writeJSON(w, http.StatusMisdirectedRequest, map[string]string{
+				"error": "the admin listener answers loopback hosts and WHGUARD_ADMIN_HOSTS only"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// isLoopbackHost reports localhost names and loopback addresses.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // requireBearer answers 401 unless the request carries the token. With no

@@ -327,3 +327,49 @@ func TestAPIBadTextIs400(t *testing.T) {
 		t.Fatalf("NUL in bulk provider: %d %v", s, m)
 	}
 }
+
+// TestAdminAnswersLoopbackAndListedHostsOnly: the admin listener refuses a
+// Host that is neither loopback nor listed (a rebound DNS name, a listener
+// bound to every interface by mistake), on every route; the probes
+// handler answers whatever the Host.
+func TestAdminAnswersLoopbackAndListedHostsOnly(t *testing.T) {
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		AllowedHosts: []string{"whguard.internal"},
+	})
+	probes := proxy.NewProbes(func(context.Context) error { return nil }, prometheus.NewRegistry(), nil)
+	for _, c := range []struct {
+		host, path string
+		want       int
+	}{
+		{"127.0.0.1:9090", "/healthz", 200},
+		{"localhost:9090", "/readyz", 200},
+		{"[::1]:9090", "/metrics", 200},
+		{"whguard.internal:9090", "/healthz", 200},
+		{"WHGUARD.internal", "/healthz", 200},
+		{"10.1.2.3:9090", "/healthz", 421},
+		{"evil.example:9090", "/api/events", 421},
+		{"evil.example", "/inspect", 421},
+		{"127.0.0.1.evil.example", "/metrics", 421},
+	} {
+		req := httptest.NewRequest("GET", c.path, nil)
+		req.Host = c.host
+		rec := httptest.NewRecorder()
+		admin.ServeHTTP(rec, req)
+		if rec.Code != c.want {
+			t.Errorf("admin Host %s %s: %d, want %d", c.host, c.path, rec.Code, c.want)
+		}
+		if c.path == "/healthz" || c.path == "/metrics" {
+			rec := httptest.NewRecorder()
+			probes.ServeHTTP(rec, req)
+			if rec.Code != 200 {
+				t.Errorf("probes Host %s %s: %d, want 200", c.host, c.path, rec.Code)
+			}
+		}
+	}
+	rec := httptest.NewRecorder()
+	probes.ServeHTTP(rec, httptest.NewRequest("GET", "/api/events", nil))
+	if rec.Code != 404 {
+		t.Errorf("probes serve /api/events: %d", rec.Code)
+	}
+}
