@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"time"
 	"unicode/utf8"
@@ -84,6 +85,10 @@ type IngressConfig struct {
 	// Dispatcher, when set, is offered every new event before its commit
 	// (see Dispatcher); events it declines are leased from the journal.
 	Dispatcher Dispatcher
+	// MaxBufferedBytes bounds the bodies being read at once, all requests
+	// together (WHGUARD_MAX_BUFFERED_BYTES); 0 means
+	// DefaultMaxBufferedBytes.
+	MaxBufferedBytes int64
 }
 
 // Ingress is the webhook receiving handler.
@@ -96,6 +101,7 @@ type Ingress struct {
 	timeout  time.Duration
 	commit   func()
 	dispatch Dispatcher
+	budget   *bodyBudget
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -123,6 +129,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		timeout:  cmp.Or(cfg.CommitTimeout, DefaultCommitTimeout),
 		commit:   cfg.OnCommit,
 		dispatch: cfg.Dispatcher,
+		budget:   newBodyBudget(cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)),
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -176,6 +183,25 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	if r.ContentLength > route.MaxBodyBytes {
+		w.Header().Set("Connection", "close") // do not drain it
+		in.reply(w, name, ResultTooLarge, http.StatusRequestEntityTooLarge,
+			errorBody(fmt.Sprintf("body larger than %d bytes", route.MaxBodyBytes)), start)
+		return
+	}
+	reserve := route.MaxBodyBytes
+	if r.ContentLength >= 0 {
+		reserve = r.ContentLength
+	}
+	release, ok := in.budget.reserve(reserve)
+	if !ok {
+		w.Header().Set("Retry-After", "1")
+		w.Header().Set("Connection", "close")
+		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable,
+			errorBody("too many request bodies in flight; retry shortly"), start)
+		return
+	}
+	defer release()
 	body, err := readLimited(r, route.MaxBodyBytes)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
@@ -303,7 +329,19 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	// One byte past the limit tells an oversize body; never past what an
+	// int64 holds, whatever limit is configured.
+	n := limit
+	if n < math.MaxInt64 {
+		n++
+	}
+	var b []byte
+	if r.ContentLength >= 0 {
+		// The declared length, allocated once (what the budget reserved);
+		// a body longer than declared fails in the server's reader.
+		b = make([]byte, 0, r.ContentLength+1)
+	}
+	b, err := readAllInto(b, io.LimitReader(r.Body, n))
 	if err != nil {
 		return nil, fmt.Errorf("read body: %w", err)
 	}
@@ -311,6 +349,26 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 		return nil, errTooLarge
 	}
 	return b, nil
+}
+
+// readAllInto is io.ReadAll appending to b.
+func readAllInto(b []byte, r io.Reader) ([]byte, error) {
+	if b == nil {
+		return io.ReadAll(r)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)] // grow (a body longer than declared)
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
 }
 
 func errorBody(msg string) []byte {
