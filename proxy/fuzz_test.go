@@ -1,0 +1,107 @@
+package proxy_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/verify"
+)
+
+// FuzzIngress sends arbitrary paths, headers, queries and bodies to the
+// real ingress over a real journal. Whatever arrives, the answer is one of
+// the documented statuses with a JSON body, and a 2xx only ever answers an
+// event that is in the journal.
+func FuzzIngress(f *testing.F) {
+	f.Add("/webhooks/std", "msg_1", "1614265330", "v1,abc", "", `{"type":"a"}`)
+	f.Add("/webhooks/open", "", "", "", "a=1&b=%ff", `{"id":1,"id":2}`)
+	f.Add("/webhooks/open", "x", "", "", "", "\x00\xff")
+	f.Add("/nope", "", "", "", "", "")
+	j := testdb.OpenStore(f, "sqlite", true)
+	std, err := verify.NewProvider(verify.ProviderConfig{Name: "std", Scheme: "standard", Secrets: []string{stdSecret}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	open, err := verify.NewProvider(verify.ProviderConfig{Name: "open", Scheme: "none"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes:  []proxy.Route{{Path: "/webhooks/std", Provider: std}, {Path: "/webhooks/open", Provider: open, MaxBodyBytes: 256}},
+		Journal: j,
+	})
+	if err != nil {
+		f.Fatal(err)
+	}
+	allowed := map[int]bool{200: true, 202: true, 400: true, 401: true, 404: true, 405: true, 409: true, 413: true}
+	f.Fuzz(func(t *testing.T, path, id, ts, sig, query, body string) {
+		u := &url.URL{Path: path, RawQuery: query}
+		if !strings.HasPrefix(path, "/") {
+			u.Path = "/" + path
+		}
+		req := httptest.NewRequest(http.MethodPost, "http://whguard.test/", strings.NewReader(body))
+		req.URL = u
+		for name, v := range map[string]string{"Webhook-Id": id, "Webhook-Timestamp": ts, "Webhook-Signature": sig} {
+			if v != "" {
+				req.Header[name] = []string{v}
+			}
+		}
+		rec := httptest.NewRecorder()
+		in.ServeHTTP(rec, req)
+		if !allowed[rec.Code] {
+			t.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		if ct := rec.Header().Get("Content-Type"); rec.Body.Len() > 0 && ct != "application/json" {
+			t.Fatalf("status %d with Content-Type %q", rec.Code, ct)
+		}
+		if rec.Code/100 == 2 {
+			evs, _, err := j.List(context.Background(), journal.Filter{Limit: 500})
+			if err != nil || len(evs) == 0 {
+				t.Fatalf("%d answered with nothing in the journal (%v)", rec.Code, err)
+			}
+		}
+	})
+}
+
+// FuzzAdminAPI sends arbitrary queries and replay bodies to the admin API
+// over a real journal: it never answers 5xx (the journal is up) and always
+// answers JSON.
+func FuzzAdminAPI(f *testing.F) {
+	f.Add("status=dead&limit=5", `{"reason":"x"}`)
+	f.Add("provider=%00&before=-1", `{"reason":"a\u0000","status":"done","since":"2026-01-01T00:00:00Z","limit":-3}`)
+	f.Add("limit=99999999999999999999", `{"reason":"`+strings.Repeat("r", 2000)+`"}`)
+	j := testdb.OpenStore(f, "sqlite", true)
+	if _, err := j.Append(context.Background(), []journal.Event{{Provider: "p", EventID: "e", ContentHash: "h", Body: []byte("{}"), Path: "/"}}); err != nil {
+		f.Fatal(err)
+	}
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: j}),
+	})
+	f.Fuzz(func(t *testing.T, query, body string) {
+		for _, r := range []*http.Request{
+			httptest.NewRequest(http.MethodGet, "/api/events", nil),
+			httptest.NewRequest(http.MethodPost, "/api/replay", strings.NewReader(body)),
+			httptest.NewRequest(http.MethodPost, "/api/events/1/replay", strings.NewReader(body)),
+		} {
+			r.URL.RawQuery = query
+			r.Header.Set("Authorization", "Bearer tok")
+			ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+			rec := httptest.NewRecorder()
+			admin.ServeHTTP(rec, r.WithContext(ctx))
+			cancel()
+			if rec.Code >= 500 || rec.Header().Get("Content-Type") != "application/json" {
+				t.Fatalf("%s %s?%s: %d %s", r.Method, r.URL.Path, query, rec.Code, rec.Body)
+			}
+		}
+	})
+}
