@@ -131,8 +131,8 @@ func (m *Metrics) setStats(s journal.Stats) {
 	if m == nil {
 		return
 	}
-	for _, st := range []string{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
-		m.events.WithLabelValues(st).Set(float64(s.ByStatus[st]))
+	for _, st := range []journal.Status{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
+		m.events.WithLabelValues(string(st)).Set(float64(s.ByStatus[st]))
 	}
 	m.oldest.Reset()
 	for p, age := range s.OldestUndelivered {

@@ -107,7 +107,7 @@ func leaseAll(t *testing.T, s journal.Store, leaseFor time.Duration) []journal.D
 	return ds
 }
 
-func finish(d journal.Delivery, status string, code int) journal.Finish {
+func finish(d journal.Delivery, status journal.Status, code int) journal.Finish {
 	return journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: status, LastError: fmt.Sprintf("answered %d", code),
 		Attempt: journal.Attempt{Number: d.Attempt, StartedAt: time.Now(), DurationMS: 7, StatusCode: code, ResponseExcerpt: "excerpt"}}
 }

@@ -72,7 +72,7 @@ type Finish struct {
 	ID         int64
 	LeaseToken uuid.UUID
 	// Status is StatusDone, StatusRetry or StatusDead.
-	Status string
+	Status Status
 	// RetryIn is how long after now (the database clock, which Lease also
 	// uses) a retry is due (Status == StatusRetry).
 	RetryIn time.Duration
@@ -136,7 +136,7 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 	errs, excerpts := make([]string, n), make([]string, n)
 	for i, f := range fs {
 		f = f.storable()
-		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, pgUUID(f.LeaseToken), f.Status, f.LastError
+		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, pgUUID(f.LeaseToken), string(f.Status), f.LastError
 		retryIn[i] = f.RetryIn.Seconds()
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt

@@ -20,7 +20,7 @@ type Summary struct {
 	Provider      string    `json:"provider"`
 	EventID       string    `json:"event_id"`
 	EventType     string    `json:"event_type"`
-	Status        string    `json:"status"`
+	Status        Status    `json:"status"`
 	Attempts      int       `json:"attempts"`
 	ReceivedAt    time.Time `json:"received_at"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
@@ -46,14 +46,14 @@ type Detail struct {
 
 // Replay is one audited replay.
 type Replay struct {
-	FromStatus string    `json:"from_status"`
+	FromStatus Status    `json:"from_status"`
 	Reason     string    `json:"reason"`
 	ReplayedAt time.Time `json:"replayed_at"`
 }
 
 // Filter selects events for listing and bulk replay. Zero fields match all.
 type Filter struct {
-	Status   string
+	Status   Status
 	Provider string
 	// Before is a cursor: only ids below it (newest first paging).
 	Before int64
@@ -73,7 +73,7 @@ func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error)
 SELECT `+summaryColumns+` FROM whguard_events
 WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
   AND ($4::timestamptz IS NULL OR received_at >= $4)
-ORDER BY id DESC LIMIT $5`, f.Status, f.Provider, f.Before, nullTime(f.Since), lim+1)
+ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), lim+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
@@ -170,7 +170,7 @@ func (p *Postgres) Replay(ctx context.Context, id int64, reason string) error {
 		return nil
 	}
 	var (
-		status     string
+		status     Status
 		hasPayload bool
 	)
 	err = p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
@@ -218,7 +218,7 @@ SELECT id FROM whguard_events e
 WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
   AND id > $5::bigint AND id <= $6::bigint
   AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch, after, ceiling)
+ORDER BY id LIMIT $4`, string(status), f.Provider, nullTime(f.Since), batch, after, ceiling)
 		if err != nil {
 			return total, fmt.Errorf("bulk replay: select batch: %w", err)
 		}
@@ -246,7 +246,7 @@ ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch, after, ceil
 // gauges. On PostgreSQL, the done count of a journal over 100,000 rows is
 // an estimate (the planner's statistics); every other status is exact.
 type Stats struct {
-	ByStatus map[string]int
+	ByStatus map[Status]int
 	// OldestUndelivered is, per provider, the age of the oldest event not
 	// yet delivered (pending, retry or processing).
 	OldestUndelivered map[string]time.Duration
@@ -254,7 +254,7 @@ type Stats struct {
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[string]int{}, OldestUndelivered: map[string]time.Duration{}}
+	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
 	// Exact counts for the statuses that stay small (undelivered and
 	// quarantined), through the status index; done rows are most of a
 	// large journal, so their count is the planner's estimate of the table
@@ -270,7 +270,7 @@ WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
 		n      int
 	)
 	others := 0
-	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { s.ByStatus[status] = n; others += n; return nil }); err != nil {
+	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { s.ByStatus[Status(status)] = n; others += n; return nil }); err != nil {
 		return s, fmt.Errorf("count events: %w", err)
 	}
 	var estimate float64

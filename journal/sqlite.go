@@ -336,7 +336,7 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			}
 			var id int64
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
-				status, attempts, token, expires).Scan(&id)
+				string(status), attempts, token, expires).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
@@ -444,7 +444,7 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				next = sql.NullInt64{Int64: now.Add(f.RetryIn).UnixNano(), Valid: true}
 			}
 			res, err := tx.ExecContext(ctx, sqliteComplete,
-				f.Status, next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:])
+				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:])
 			if err != nil {
 				return fmt.Errorf("complete event %d: %w", f.ID, err)
 			}
@@ -536,7 +536,7 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
 	rows, err := s.r.QueryContext(ctx, `
 SELECT `+sqliteSummaryColumns+` FROM whguard_events
 WHERE (? = '' OR status = ?) AND (? = '' OR provider = ?) AND (? = 0 OR id < ?) AND (? IS NULL OR received_at >= ?)
-ORDER BY id DESC LIMIT ?`, f.Status, f.Status, f.Provider, f.Provider, f.Before, f.Before, since, since, lim+1)
+ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since, lim+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
 	}
@@ -627,7 +627,7 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 // audits why.
 func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
 	var (
-		from       string
+		from       Status
 		hasPayload bool
 	)
 	err := s.write(ctx, func(tx sqliteTx) error {
@@ -656,7 +656,7 @@ func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
 	return nil
 }
 
-func (s *SQLite) replayOne(ctx context.Context, tx sqliteTx, id int64, from, reason string) error {
+func (s *SQLite) replayOne(ctx context.Context, tx sqliteTx, id int64, from Status, reason string) error {
 	now := s.now().UnixNano()
 	if _, err := tx.ExecContext(ctx, `
 UPDATE whguard_events SET status = 'retry', next_attempt_at = ?, budget_base = attempts, updated_at = ?
@@ -664,7 +664,7 @@ WHERE id = ?`, now, now, id); err != nil {
 		return err
 	}
 	_, err := tx.ExecContext(ctx, `INSERT INTO whguard_replays (event_row_id, from_status, reason, replayed_at) VALUES (?, ?, ?, ?)`,
-		id, from, reason, now)
+		id, string(from), reason, now)
 	return err
 }
 
@@ -696,7 +696,7 @@ func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, 
 SELECT id FROM whguard_events e
 WHERE status = ? AND (? = '' OR provider = ?) AND (? IS NULL OR received_at >= ?) AND id > ? AND id <= ?
   AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT ?`, status, f.Provider, f.Provider, since, since, after, ceiling, batch)
+ORDER BY id LIMIT ?`, string(status), f.Provider, f.Provider, since, since, after, ceiling, batch)
 			if err != nil {
 				return err
 			}
@@ -731,7 +731,7 @@ ORDER BY id LIMIT ?`, status, f.Provider, f.Provider, since, since, after, ceili
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[string]int{}, OldestUndelivered: map[string]time.Duration{}}
+	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM whguard_events GROUP BY status`)
 	if err != nil {
 		return st, fmt.Errorf("count events: %w", err)
@@ -741,7 +741,7 @@ func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
 		n      int
 	)
 	if err := eachRow(rows, func() error {
-		st.ByStatus[status] = n
+		st.ByStatus[Status(status)] = n
 		return nil
 	}, &status, &n); err != nil {
 		return st, fmt.Errorf("count events: %w", err)
