@@ -44,8 +44,6 @@ type Store interface {
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
 }
 
-var _ Store = (*Postgres)(nil)
-
 // Status is the delivery state of an event row (docs/delivery.md, "States
 // and transitions"). It is stored, and encoded in JSON, as its string.
 type Status string

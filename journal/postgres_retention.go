@@ -1,0 +1,129 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// cleanupLockKey makes the PostgreSQL cleanup leader-only: among replicas
+// sharing a database, one cleans at a time.
+const cleanupLockKey int64 = 0x776867636c6e // "whgcln"
+
+// Cleanup applies retention in batches: it deletes done events last
+// changed before keysBefore, and drops the payloads of done events last
+// changed before payloadsBefore. Dead events are quarantine and are never
+// deleted; pending, retry and processing ones are never touched.
+func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
+	var c Cleaned
+	for _, step := range []struct {
+		sql    string
+		before time.Time
+		count  *int
+	}{
+		{sqlCleanupEvents, keysBefore, &c.Events},
+		{sqlCleanupPayloads, payloadsBefore, &c.Payloads},
+	} {
+		for {
+			var n int
+			err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+				var leader bool
+				if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, cleanupLockKey).Scan(&leader); err != nil || !leader {
+					return err // another replica is cleaning
+				}
+				if step.count == &c.Events {
+					return tx.QueryRow(ctx, step.sql, step.before, cleanupBatch).Scan(&n)
+				}
+				tag, err := tx.Exec(ctx, step.sql, step.before, cleanupBatch)
+				n = int(tag.RowsAffected())
+				return err
+			})
+			if err != nil {
+				return c, fmt.Errorf("retention cleanup: %w", err)
+			}
+			*step.count += n
+			if n < cleanupBatch {
+				break
+			}
+		}
+	}
+	if err := p.vacuumIfNeeded(ctx); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// vacuumLockKey makes whguard's own VACUUM leader-only across replicas.
+const vacuumLockKey int64 = 0x776867766163 // "whgvac"
+
+// vacuumIfNeeded vacuums the hot tables when the server's autovacuum is off
+// (or when PostgresConfig.AlwaysVacuum asks): every lease and outcome
+// leaves a dead row version, and without vacuum the ready index fills
+// with dead entries that every lease must walk. Measured here after a
+// burst of 900 000 events with autovacuum off: 1.1 M dead tuples, a 10 ms
+// lease, 500 deliveries/s.
+func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
+	if !p.alwaysVacuum {
+		var av string
+		if err := p.pool.QueryRow(ctx, `SHOW autovacuum`).Scan(&av); err != nil {
+			return fmt.Errorf("read autovacuum setting: %w", err)
+		}
+		if av == "on" {
+			return nil
+		}
+		if p.warnedVacuum.CompareAndSwap(false, true) {
+			p.log.Warn("PostgreSQL autovacuum is off: whguard vacuums its hot tables itself every minute; turn autovacuum on")
+		}
+	}
+	conn, err := p.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("vacuum: acquire connection: %w", err)
+	}
+	defer conn.Release()
+	var leader bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, vacuumLockKey).Scan(&leader); err != nil || !leader {
+		return err // another replica is vacuuming
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, vacuumLockKey)
+	if _, err := conn.Exec(ctx, `VACUUM (ANALYZE, SKIP_LOCKED) whguard_events, whguard_payloads, whguard_attempts`); err != nil {
+		return fmt.Errorf("vacuum hot tables: %w", err)
+	}
+	return nil
+}
+
+// sqlCleanupEvents deletes old done events with their payloads and
+// attempts (which have no foreign key on PostgreSQL: migration 0004);
+// conflicts and replays go by ON DELETE CASCADE.
+const sqlCleanupEvents = `
+WITH gone AS (
+    DELETE FROM whguard_events ev
+    WHERE ev.id IN (
+        SELECT id FROM whguard_events
+        WHERE status = 'done' AND updated_at < $1
+        ORDER BY updated_at, id LIMIT $2
+        FOR UPDATE SKIP LOCKED)
+      -- Re-checked on the row as locked: a replay that got there first
+      -- (status retry now) must not lose its event.
+      AND ev.status = 'done' AND ev.updated_at < $1
+    RETURNING ev.id
+), payloads AS (
+    DELETE FROM whguard_payloads WHERE event_row_id IN (SELECT id FROM gone)
+), attempts AS (
+    DELETE FROM whguard_attempts WHERE event_row_id IN (SELECT id FROM gone)
+)
+SELECT count(*) FROM gone`
+
+// sqlCleanupPayloads drops old done payloads. The event row is locked
+// (skipping rows a replay holds) and its state re-checked, so a replay and
+// this cleanup never both succeed on one event: a replay that waited for
+// this lock then finds no payload and refuses (Replay locks the payload).
+const sqlCleanupPayloads = `
+DELETE FROM whguard_payloads p
+USING whguard_events ev
+WHERE p.event_row_id = ev.id AND ev.status = 'done' AND ev.updated_at < $1
+  AND ev.id IN (
+    SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id
+    WHERE e.status = 'done' AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
+    FOR UPDATE OF e SKIP LOCKED)`
