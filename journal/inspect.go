@@ -61,10 +61,6 @@ type Filter struct {
 
 func (f Filter) limit() int { return min(cmp.Or(f.Limit, 50), 500) }
 
-// replayBatch is how many rows one bulk-replay statement moves, so a large
-// replay never holds many row locks or floods the forwarder at once.
-const replayBatch = 100
-
 // Stats feeds the whguard_events and whguard_oldest_pending_age_seconds
 // gauges. On PostgreSQL, the done count of a journal over 100,000 rows is
 // an estimate (the planner's statistics); every other status is exact.

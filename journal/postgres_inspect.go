@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -14,25 +13,19 @@ import (
 // List returns events newest first, and the cursor for the next page (0
 // when there is none).
 func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
-	lim := f.limit()
+	return listEvents(ctx, p, f)
+}
+
+func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
 	rows, err := p.pool.Query(ctx, `
 SELECT `+summaryColumns+` FROM whguard_events
 WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
   AND ($4::timestamptz IS NULL OR received_at >= $4)
-ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), lim+1)
+ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
+		return nil, err
 	}
-	out, err := pgx.CollectRows(rows, scanSummary)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	var next int64
-	if len(out) > lim {
-		out = out[:lim]
-		next = out[lim-1].ID
-	}
-	return out, next, nil
+	return pgx.CollectRows(rows, scanSummary)
 }
 
 // Get returns one event with everything recorded about it.
@@ -107,81 +100,65 @@ SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id 
 // payload, and audits why. The row's key, and so its Idempotency-Key, do
 // not change.
 func (p *Postgres) Replay(ctx context.Context, id int64, reason string) error {
+	return replayEvent(ctx, p, id, reason)
+}
+
+// replayEvent tries the replay first (sqlReplay moves only a replayable
+// event) and looks at the event only when it did not move.
+func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error) {
 	var n int
-	err := p.pool.QueryRow(ctx, sqlReplay, []int64{id}, reason).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("replay event %d: %w", id, err)
+	if err := p.pool.QueryRow(ctx, sqlReplay, []int64{id}, reason).Scan(&n); err != nil {
+		return replayTarget{}, err
 	}
 	if n == 1 {
-		return nil
+		return replayTarget{replayed: true}, nil
 	}
-	var (
-		status     Status
-		hasPayload bool
-	)
-	err = p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
-		FROM whguard_events WHERE id = $1`, id).Scan(&status, &hasPayload)
+	var t replayTarget
+	err := p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
+		FROM whguard_events WHERE id = $1`, id).Scan(&t.status, &t.hasPayload)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
+		return t, nil
 	}
-	if err != nil {
-		return fmt.Errorf("replay event %d: %w", id, err)
-	}
-	if !hasPayload {
-		return fmt.Errorf("event %d: its payload was dropped by retention: %w", id, ErrNotReplayable)
-	}
-	return fmt.Errorf("event %d is %s: %w", id, status, ErrNotReplayable)
+	t.found = err == nil
+	return t, err
 }
 
 // BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead or done
 // events matching f (Status must be dead or done; "" means dead), and
 // returns how many were replayed.
 func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
-	status := cmp.Or(f.Status, StatusDead)
-	if status != StatusDead && status != StatusDone {
-		return 0, fmt.Errorf("bulk replay of %s events: %w", status, ErrNotReplayable)
-	}
-	// Walk ids upwards from where the last batch stopped, up to the newest
-	// id at the start: a replayed row that fails again (or is done again)
-	// before the walk ends must not be picked twice.
-	var ceiling int64
-	if err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&ceiling); err != nil {
-		return 0, fmt.Errorf("bulk replay: read newest id: %w", err)
-	}
-	total := 0
-	var after int64
-	for f.Limit == 0 || total < f.Limit {
-		batch := replayBatch
-		if f.Limit > 0 {
-			batch = min(batch, f.Limit-total)
-		}
-		rows, err := p.pool.Query(ctx, `
+	return bulkReplay(ctx, p, f, reason)
+}
+
+func (p *Postgres) newestID(ctx context.Context) (int64, error) {
+	var id int64
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
+	return id, err
+}
+
+// replayNext selects a batch, then replays it in one statement, which
+// re-checks each row under its lock.
+func (p *Postgres) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
+	rows, err := p.pool.Query(ctx, `
 SELECT id FROM whguard_events e
 WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
   AND id > $5::bigint AND id <= $6::bigint
   AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT $4`, string(status), f.Provider, nullTime(f.Since), batch, after, ceiling)
-		if err != nil {
-			return total, fmt.Errorf("bulk replay: select batch: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return total, fmt.Errorf("bulk replay: select batch: %w", err)
-		}
-		if len(ids) == 0 {
-			break
-		}
-		after = ids[len(ids)-1]
-		var n int
-		if err := p.pool.QueryRow(ctx, sqlReplay, ids, reason).Scan(&n); err != nil {
-			return total, fmt.Errorf("bulk replay: %w", err)
-		}
-		total += n
-		if len(ids) < batch {
-			break
-		}
+ORDER BY id LIMIT $4`, string(w.status), w.provider, nullTime(w.since), w.limit, w.after, w.ceiling)
+	if err != nil {
+		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
 	}
-	return total, nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
+	}
+	b := replayedBatch{picked: len(ids)}
+	if len(ids) == 0 {
+		return b, nil
+	}
+	b.last = ids[len(ids)-1]
+	err = p.pool.QueryRow(ctx, sqlReplay, ids, w.reason).Scan(&b.replayed)
+	return b, err
 }
 
 // Stats counts events by status and measures the oldest undelivered one.

@@ -1,7 +1,6 @@
 package journal
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,8 +8,6 @@ import (
 	"net/http"
 	"time"
 )
-
-var errNoPayload = errors.New("payload dropped")
 
 const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
 
@@ -26,32 +23,34 @@ func scanSQLiteSummary(sc interface{ Scan(...any) error }) (Summary, error) {
 
 // List returns events newest first and the next cursor.
 func (s *SQLite) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
-	lim := f.limit()
-	var since any
-	if !f.Since.IsZero() {
-		since = f.Since.UnixNano()
-	}
+	return listEvents(ctx, s, f)
+}
+
+func (s *SQLite) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	since := sqliteSince(f.Since)
 	rows, err := s.r.QueryContext(ctx, `
 SELECT `+sqliteSummaryColumns+` FROM whguard_events
 WHERE (? = '' OR status = ?) AND (? = '' OR provider = ?) AND (? = 0 OR id < ?) AND (? IS NULL OR received_at >= ?)
-ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since, lim+1)
+ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since, n)
 	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
+		return nil, err
 	}
 	var out []Summary
-	if err := eachRow(rows, func() error {
+	err = eachRow(rows, func() error {
 		sm, err := scanSQLiteSummary(rows)
 		out = append(out, sm)
 		return err
-	}); err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
+	})
+	return out, err
+}
+
+// sqliteSince binds an optional lower bound on received_at: NULL when t is
+// zero (no bound), else its Unix nanoseconds.
+func sqliteSince(t time.Time) any {
+	if t.IsZero() {
+		return nil
 	}
-	var next int64
-	if len(out) > lim {
-		out = out[:lim]
-		next = out[lim-1].ID
-	}
-	return out, next, nil
+	return t.UnixNano()
 }
 
 // Get returns one event with its payload, attempts and replays.
@@ -124,34 +123,33 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 // Replay sends a dead or done event back to retry with a fresh budget and
 // audits why.
 func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
-	var (
-		from       Status
-		hasPayload bool
-	)
+	return replayEvent(ctx, s, id, reason)
+}
+
+// replayEvent looks at the event and replays it in the same transaction
+// (the single writer: nothing changes it in between).
+func (s *SQLite) replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error) {
+	var t replayTarget
 	err := s.write(ctx, func(tx sqliteTx) error {
-		if err := tx.QueryRowContext(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = ?)
-			FROM whguard_events WHERE id = ?`, id, id).Scan(&from, &hasPayload); err != nil {
+		err := tx.QueryRowContext(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = ?)
+			FROM whguard_events WHERE id = ?`, id, id).Scan(&t.status, &t.hasPayload)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
-		if from != StatusDead && from != StatusDone {
-			return ErrNotReplayable
+		t.found = true
+		if !t.replayable() {
+			return nil
 		}
-		if !hasPayload {
-			return errNoPayload
+		if err := s.replayOne(ctx, tx, id, t.status, reason); err != nil {
+			return err
 		}
-		return s.replayOne(ctx, tx, id, from, reason)
+		t.replayed = true
+		return nil
 	})
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return ErrNotFound
-	case errors.Is(err, errNoPayload):
-		return fmt.Errorf("event %d: its payload was dropped by retention: %w", id, ErrNotReplayable)
-	case errors.Is(err, ErrNotReplayable):
-		return fmt.Errorf("event %d is %s: %w", id, from, ErrNotReplayable)
-	case err != nil:
-		return fmt.Errorf("replay event %d: %w", id, err)
-	}
-	return nil
+	return t, err
 }
 
 func (s *SQLite) replayOne(ctx context.Context, tx sqliteTx, id int64, from Status, reason string) error {
@@ -169,62 +167,50 @@ WHERE id = ?`, now, now, id); err != nil {
 // BulkReplay replays matching dead or done events in batches of 100,
 // walking ids forward up to the newest id at its start.
 func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
-	status := cmp.Or(f.Status, StatusDead)
-	if status != StatusDead && status != StatusDone {
-		return 0, fmt.Errorf("bulk replay of %s events: %w", status, ErrNotReplayable)
-	}
-	var since any
-	if !f.Since.IsZero() {
-		since = f.Since.UnixNano()
-	}
-	var ceiling int64
-	if err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&ceiling); err != nil {
-		return 0, fmt.Errorf("bulk replay: read newest id: %w", err)
-	}
-	total := 0
-	var after int64
-	for f.Limit == 0 || total < f.Limit {
-		batch := replayBatch
-		if f.Limit > 0 {
-			batch = min(batch, f.Limit-total)
-		}
-		n, last := 0, int64(0)
-		err := s.write(ctx, func(tx sqliteTx) error {
-			rows, err := tx.QueryContext(ctx, `
+	return bulkReplay(ctx, s, f, reason)
+}
+
+func (s *SQLite) newestID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
+	return id, err
+}
+
+// replayNext selects and replays a batch in one write transaction.
+func (s *SQLite) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
+	var b replayedBatch
+	since := sqliteSince(w.since)
+	err := s.write(ctx, func(tx sqliteTx) error {
+		b = replayedBatch{}
+		rows, err := tx.QueryContext(ctx, `
 SELECT id FROM whguard_events e
 WHERE status = ? AND (? = '' OR provider = ?) AND (? IS NULL OR received_at >= ?) AND id > ? AND id <= ?
   AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT ?`, string(status), f.Provider, f.Provider, since, since, after, ceiling, batch)
-			if err != nil {
-				return err
-			}
-			var ids []int64
-			var id int64
-			if err := eachRow(rows, func() error {
-				ids = append(ids, id)
-				return nil
-			}, &id); err != nil {
-				return err
-			}
-			for _, id := range ids {
-				if err := s.replayOne(ctx, tx, id, status, reason); err != nil {
-					return err
-				}
-				n++
-				last = id
-			}
-			return nil
-		})
+ORDER BY id LIMIT ?`, string(w.status), w.provider, w.provider, since, since, w.after, w.ceiling, w.limit)
 		if err != nil {
-			return total, fmt.Errorf("bulk replay: %w", err)
+			return err
 		}
-		total += n
-		if n < batch {
-			break
+		var ids []int64
+		var id int64
+		if err := eachRow(rows, func() error {
+			ids = append(ids, id)
+			return nil
+		}, &id); err != nil {
+			return err
 		}
-		after = last
-	}
-	return total, nil
+		for _, id := range ids {
+			if err := s.replayOne(ctx, tx, id, w.status, w.reason); err != nil {
+				return err
+			}
+			b.replayed++
+		}
+		b.picked = len(ids)
+		if len(ids) > 0 {
+			b.last = ids[len(ids)-1]
+		}
+		return nil
+	})
+	return b, err
 }
 
 // Stats counts events by status and measures the oldest undelivered one.

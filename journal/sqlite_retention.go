@@ -2,41 +2,35 @@ package journal
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
-// Cleanup applies retention, as Postgres.Cleanup does.
+// Cleanup applies retention, as Postgres.Cleanup does. One process owns
+// the file, so there is no other cleaner to exclude.
 func (s *SQLite) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
-	var c Cleaned
-	for _, step := range []struct {
-		sql    string
-		before time.Time
-		count  *int
-	}{
-		{sqliteCleanupEvents, keysBefore, &c.Events},
-		{sqliteCleanupPayloads, payloadsBefore, &c.Payloads},
-	} {
-		for {
-			var n int64
-			err := s.write(ctx, func(tx sqliteTx) error {
-				res, err := tx.ExecContext(ctx, step.sql, step.before.UnixNano(), cleanupBatch)
-				if err != nil {
-					return err
-				}
-				n, _ = res.RowsAffected()
-				return nil
-			})
-			if err != nil {
-				return c, fmt.Errorf("retention cleanup: %w", err)
-			}
-			*step.count += int(n)
-			if n < cleanupBatch {
-				break
-			}
+	return cleanup(ctx, s, keysBefore, payloadsBefore)
+}
+
+func (s *SQLite) cleanupEvents(ctx context.Context, before time.Time, n int) (int, error) {
+	return s.cleanupStep(ctx, sqliteCleanupEvents, before, n)
+}
+
+func (s *SQLite) cleanupPayloads(ctx context.Context, before time.Time, n int) (int, error) {
+	return s.cleanupStep(ctx, sqliteCleanupPayloads, before, n)
+}
+
+// cleanupStep runs one retention statement in a durable write.
+func (s *SQLite) cleanupStep(ctx context.Context, query string, before time.Time, n int) (int, error) {
+	var deleted int64
+	err := s.write(ctx, func(tx sqliteTx) error {
+		res, err := tx.ExecContext(ctx, query, before.UnixNano(), n)
+		if err != nil {
+			return err
 		}
-	}
-	return c, nil
+		deleted, _ = res.RowsAffected()
+		return nil
+	})
+	return int(deleted), err
 }
 
 const sqliteCleanupEvents = `
