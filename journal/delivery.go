@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.uber.org/zap"
 )
 
 // Delivery is one leased event: everything the forwarder needs to deliver
@@ -60,6 +61,18 @@ func releases(ids []int64, tokens []uuid.UUID) []Hold {
 		hs[i] = Hold{ID: ids[i], LeaseToken: tokens[i]}
 	}
 	return hs
+}
+
+// leasedHeaders decodes the stored headers of leased event id. Never strand
+// a leased batch over one row: headers that cannot be read are logged and
+// the event is delivered with the body alone.
+func leasedHeaders(log *zap.Logger, id int64, stored string) http.Header {
+	h, err := decodeHeaders(stored)
+	if err != nil {
+		log.Error("stored headers unreadable; delivering without them", zap.Int64("id", id), zap.Error(err))
+		return http.Header{}
+	}
+	return h
 }
 
 // Finish is the outcome of one leased delivery.

@@ -3,13 +3,11 @@ package journal
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
-	"go.uber.org/zap"
 )
 
 // Lease claims up to n ready rows (pending or retry, due now) for leaseFor:
@@ -32,14 +30,7 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		c := d
 		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
-		h, err := decodeHeaders(string(headers))
-		if err != nil {
-			// Never strand a leased batch over one row: deliver it with
-			// the body alone, and say so.
-			p.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", d.ID), zap.Error(err))
-			h = http.Header{}
-		}
-		c.Headers = h
+		c.Headers = leasedHeaders(p.log, d.ID, string(headers))
 		c.Body = append([]byte(nil), d.Body...)
 		out = append(out, c)
 		return nil

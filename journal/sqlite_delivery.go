@@ -5,12 +5,10 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"net/http"
 	"slices"
 	"time"
 
 	"github.com/google/uuid"
-	"go.uber.org/zap"
 )
 
 // Lease claims up to n ready rows. With a single writer, a plain UPDATE …
@@ -47,12 +45,7 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 			if err != nil {
 				return fmt.Errorf("read payload of event %d: %w", out[i].ID, err)
 			}
-			h, err := decodeHeaders(headers)
-			if err != nil {
-				s.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", out[i].ID), zap.Error(err))
-				h = http.Header{}
-			}
-			out[i].Headers = h
+			out[i].Headers = leasedHeaders(s.log, out[i].ID, headers)
 		}
 		return nil
 	})
