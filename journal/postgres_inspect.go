@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -30,10 +29,14 @@ ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.S
 
 // Get returns one event with everything recorded about it.
 func (p *Postgres) Get(ctx context.Context, id int64) (*Detail, error) {
+	return getEvent(ctx, p, id)
+}
+
+func (p *Postgres) getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error) {
 	var (
 		d       Detail
 		headers []byte
-		body    []byte
+		pl      storedPayload
 	)
 	row := p.pool.QueryRow(ctx, `
 SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query,
@@ -42,20 +45,14 @@ FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &body, &path, &query, &d.Conflicts)
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &pl.body, &path, &query, &d.Conflicts)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, pl, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get event %d: %w", id, err)
 	}
-	d.Headers = http.Header{}
-	if headers != nil {
-		if d.Headers, err = decodeHeaders(string(headers)); err != nil {
-			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
-		}
-	}
-	setBody(&d, body)
+	pl.headers, pl.kept = string(headers), headers != nil
 	if path != nil {
 		d.Path, d.RawQuery = *path, *query
 	}
@@ -63,7 +60,7 @@ WHERE ev.id = $1`, id)
 SELECT number, started_at, duration_ms, status_code, error, response_excerpt
 FROM whguard_attempts WHERE event_row_id = $1 ORDER BY number, id`, id)
 	if err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	d.AttemptLog, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
 		var a Attempt
@@ -71,12 +68,12 @@ FROM whguard_attempts WHERE event_row_id = $1 ORDER BY number, id`, id)
 		return a, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	rows, err = p.pool.Query(ctx, `
 SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = $1 ORDER BY id`, id)
 	if err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
 	d.Replays, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replay, error) {
 		var rp Replay
@@ -84,15 +81,9 @@ SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id 
 		return rp, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
-	if d.AttemptLog == nil {
-		d.AttemptLog = []Attempt{}
-	}
-	if d.Replays == nil {
-		d.Replays = []Replay{}
-	}
-	return &d, nil
+	return &d, pl, nil
 }
 
 // Replay sends a dead or done event back to retry, due now, with a fresh

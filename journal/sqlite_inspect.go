@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 )
 
@@ -55,41 +54,38 @@ func sqliteSince(t time.Time) any {
 
 // Get returns one event with its payload, attempts and replays.
 func (s *SQLite) Get(ctx context.Context, id int64) (*Detail, error) {
-	var d Detail
+	return getEvent(ctx, s, id)
+}
+
+func (s *SQLite) getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error) {
+	var (
+		d       Detail
+		headers sql.NullString
+		pl      storedPayload
+	)
 	sm, err := scanSQLiteSummary(s.r.QueryRowContext(ctx, `SELECT `+sqliteSummaryColumns+` FROM whguard_events WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, pl, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("get event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get event %d: %w", id, err)
 	}
 	d.Summary = sm
-	var (
-		headers sql.NullString
-		body    []byte
-	)
 	err = s.r.QueryRowContext(ctx, `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`, id).
-		Scan(&headers, &body, &d.Path, &d.RawQuery)
+		Scan(&headers, &pl.body, &d.Path, &d.RawQuery)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("get payload of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get payload of event %d: %w", id, err)
 	}
-	d.Headers = http.Header{}
-	if headers.Valid {
-		if d.Headers, err = decodeHeaders(headers.String); err != nil {
-			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
-		}
-	}
-	setBody(&d, nonNil(body))
+	pl.headers, pl.kept = headers.String, headers.Valid
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM whguard_conflicts WHERE event_row_id = ?`, id).Scan(&d.Conflicts); err != nil {
-		return nil, fmt.Errorf("count conflicts of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("count conflicts of event %d: %w", id, err)
 	}
 	rows, err := s.r.QueryContext(ctx, `
 SELECT number, started_at, duration_ms, status_code, error, response_excerpt
 FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 	if err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
-	d.AttemptLog = []Attempt{}
 	var (
 		a       Attempt
 		started int64
@@ -99,13 +95,12 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 		d.AttemptLog = append(d.AttemptLog, a)
 		return nil
 	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	rows, err = s.r.QueryContext(ctx, `SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)
 	if err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
-	d.Replays = []Replay{}
 	var (
 		rp Replay
 		at int64
@@ -115,9 +110,9 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 		d.Replays = append(d.Replays, rp)
 		return nil
 	}, &rp.FromStatus, &rp.Reason, &at); err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
-	return &d, nil
+	return &d, pl, nil
 }
 
 // Replay sends a dead or done event back to retry with a fresh budget and

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"net/http"
 	"time"
 )
 
@@ -20,6 +21,9 @@ import (
 type dialect interface {
 	// listPage returns up to n events matching f, newest first.
 	listPage(ctx context.Context, f Filter, n int) ([]Summary, error)
+	// getEvent reads one event (ErrNotFound when there is none) with its
+	// conflict count, attempts and replays, and its payload as stored.
+	getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error)
 	// replayEvent sends event id back to retry and audits why, when it is
 	// replayable, and reports what it found.
 	replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error)
@@ -55,6 +59,38 @@ func listEvents(ctx context.Context, d dialect, f Filter) ([]Summary, int64, err
 		next = out[lim-1].ID
 	}
 	return out, next, nil
+}
+
+// storedPayload is an event's payload as stored.
+type storedPayload struct {
+	// kept is false once retention dropped the payload.
+	kept    bool
+	headers string
+	body    []byte
+}
+
+// getEvent returns one event with everything recorded about it; the lists
+// are empty, never nil, and a dropped payload reads as no headers and an
+// empty body.
+func getEvent(ctx context.Context, d dialect, id int64) (*Detail, error) {
+	det, pl, err := d.getEvent(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	det.Headers = http.Header{}
+	if pl.kept {
+		if det.Headers, err = decodeHeaders(pl.headers); err != nil {
+			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
+		}
+	}
+	setBody(det, pl.body)
+	if det.AttemptLog == nil {
+		det.AttemptLog = []Attempt{}
+	}
+	if det.Replays == nil {
+		det.Replays = []Replay{}
+	}
+	return det, nil
 }
 
 // replayTarget is what a replay found of its event.

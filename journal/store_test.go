@@ -18,6 +18,7 @@ type fakeDialect struct {
 	events  []int // cleanupEvents results, one per call
 	cleaned []time.Time
 	failAt  int // replayNext call that fails, 1-based (0: none)
+	payload storedPayload
 }
 
 func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, error) {
@@ -32,6 +33,13 @@ func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, e
 
 func (d *fakeDialect) replayEvent(context.Context, int64, string) (replayTarget, error) {
 	return d.target, nil
+}
+
+func (d *fakeDialect) getEvent(_ context.Context, id int64) (*Detail, storedPayload, error) {
+	if id != 1 {
+		return nil, storedPayload{}, ErrNotFound
+	}
+	return &Detail{Summary: Summary{ID: 1}}, d.payload, nil
 }
 
 func (d *fakeDialect) newestID(context.Context) (int64, error) { return d.ids[len(d.ids)-1], nil }
@@ -81,6 +89,27 @@ func TestListEventsPages(t *testing.T) {
 	got, next, _ = listEvents(context.Background(), d, Filter{Limit: 2, Before: 2})
 	if len(got) != 1 || got[0].ID != 1 || next != 0 {
 		t.Fatalf("last page %v, next %d", got, next)
+	}
+}
+
+func TestGetEventFillsTheDetail(t *testing.T) {
+	ctx := context.Background()
+	if _, err := getEvent(ctx, &fakeDialect{}, 2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing event: %v", err)
+	}
+	d, err := getEvent(ctx, &fakeDialect{}, 1) // payload dropped by retention
+	if err != nil || d.Headers == nil || len(d.Headers) != 0 || d.Body != "" || d.BodyBase64 != nil ||
+		d.AttemptLog == nil || d.Replays == nil {
+		t.Fatalf("event without payload: %+v, %v", d, err)
+	}
+	kept := storedPayload{kept: true, headers: `{"X-A":["1"]}`, body: []byte{0xff}}
+	d, err = getEvent(ctx, &fakeDialect{payload: kept}, 1)
+	if err != nil || d.Headers.Get("X-A") != "1" || d.Body != "" || string(d.BodyBase64) != "\xff" {
+		t.Fatalf("event with a binary body: %+v, %v", d, err)
+	}
+	kept.headers = "not json"
+	if _, err := getEvent(ctx, &fakeDialect{payload: kept}, 1); err == nil {
+		t.Fatal("unreadable stored headers: no error")
 	}
 }
 
