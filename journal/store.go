@@ -8,16 +8,19 @@ import (
 	"time"
 )
 
-// The logic below is written once for both stores. Each store supplies
-// what differs between them, its dialect: the SQL text, how arguments are
-// bound and rows scanned (a pgx pool on PostgreSQL; database/sql, with
-// every write in one transaction of the single writer, on SQLite), and how
-// a write is made safe beside other writers (row locks and an advisory
-// lock on PostgreSQL; nothing more than the one writer on SQLite).
+// dialect is what each store supplies to the logic this file holds once
+// for both (list paging, reading an event, replay and its refusals, the
+// bulk-replay walk, the retention loop): the SQL text, how arguments are
+// bound and rows scanned (a pgx pool on PostgreSQL; database/sql on SQLite,
+// with every write in one transaction of the single writer), and how a
+// write is kept safe beside others (row locks and an advisory lock on
+// PostgreSQL; the one writer on SQLite).
 //
-// The hot statements (append, lease, complete, hold, reap) are not part
-// of it: each is one round trip of SQL tuned for its store, and the only
-// logic they share is in append.go and delivery.go.
+// The hot statements (append, lease, complete, hold, reap) are not part of
+// it: each is one round trip of SQL written for its store, with its
+// decisions inside (the reaper's dead-or-retry, a hold's retry-or-pending),
+// which the conformance suite holds to one rule. What Go they share sits
+// in append.go, delivery.go and text.go.
 type dialect interface {
 	// listPage returns up to n events matching f, newest first.
 	listPage(ctx context.Context, f Filter, n int) ([]Summary, error)
