@@ -86,7 +86,7 @@ func (f *Forwarder) deliver(j job) {
 	}
 	dec := f.cfg.Policy.Decide(d.BudgetAttempt, res.status, res.retryAfter, f.cfg.Now(), f.cfg.Rand)
 	fin := journal.Finish{
-		ID: d.ID, LeaseToken: d.LeaseToken, Status: dec.Outcome,
+		ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.Status(dec.Outcome),
 		Attempt: res.attempt(d.Attempt),
 	}
 	if dec.Outcome == OutcomeRetry {
@@ -188,7 +188,7 @@ func (f *Forwarder) writeOutcomes(ctx context.Context, fs []journal.Finish) ([]b
 			return nil, fmt.Errorf("record outcome of event %d: %w", fin.ID, errors.Join(err, err2))
 		}
 		f.log.Error("journal refused an outcome; recorded it without its reply excerpt",
-			zap.Int64("id", fin.ID), zap.String("status", fin.Status), zap.Error(err))
+			zap.Int64("id", fin.ID), zap.String("status", string(fin.Status)), zap.Error(err))
 		f.cfg.Metrics.outcomeRefused()
 		out[i] = len(ids) == 1
 	}

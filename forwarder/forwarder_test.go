@@ -155,7 +155,7 @@ func startForwarder(t *testing.T, j journal.Store, backend string, mod func(*for
 }
 
 // waitStatus polls the journal until the event reaches want.
-func waitStatus(t *testing.T, j journal.Store, id int64, want string, within time.Duration) *journal.Detail {
+func waitStatus(t *testing.T, j journal.Store, id int64, want journal.Status, within time.Duration) *journal.Detail {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {

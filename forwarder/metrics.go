@@ -134,8 +134,8 @@ func (m *Metrics) setStats(s journal.Stats, targets map[string]Target) {
 	if m == nil {
 		return
 	}
-	for _, st := range []string{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
-		m.events.WithLabelValues(st).Set(float64(s.ByStatus[st]))
+	for _, st := range []journal.Status{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
+		m.events.WithLabelValues(string(st)).Set(float64(s.ByStatus[st]))
 	}
 	m.oldest.Reset()
 	for p := range targets {

@@ -37,6 +37,7 @@ func TestConformance(t *testing.T) {
 		{"ReleaseKeepsTheAttempt", testReleaseKeepsTheAttempt},
 		{"RetryDueLater", testRetryDueLater},
 		{"ReplayFreshBudget", testReplayFreshBudget},
+		{"ReapCountsTheReplayBudget", testReapCountsTheReplayBudget},
 		{"BulkReplayTerminates", testBulkReplayTerminates},
 		{"ListFiltersAndCursor", testListFiltersAndCursor},
 		{"Stats", testStats},
@@ -107,7 +108,7 @@ func leaseAll(t *testing.T, s journal.Store, leaseFor time.Duration) []journal.D
 	return ds
 }
 
-func finish(d journal.Delivery, status string, code int) journal.Finish {
+func finish(d journal.Delivery, status journal.Status, code int) journal.Finish {
 	return journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: status, LastError: fmt.Sprintf("answered %d", code),
 		Attempt: journal.Attempt{Number: d.Attempt, StartedAt: time.Now(), DurationMS: 7, StatusCode: code, ResponseExcerpt: "excerpt"}}
 }
@@ -513,6 +514,40 @@ func testReplayFreshBudget(t *testing.T, s journal.Store) {
 	}
 	if err := s.Replay(ctx, 1<<40, "x"); !errors.Is(err, journal.ErrNotFound) {
 		t.Fatalf("replay of a missing event: %v", err)
+	}
+}
+
+// The reaper's dead-or-retry decision counts attempts within the current
+// budget: after a replay, an expired lease goes back to retry until the
+// fresh budget is spent, however many attempts came before it.
+func testReapCountsTheReplayBudget(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	id := appendOne(t, s, ev("p", "rb", "h")).ID
+	expire := func() {
+		t.Helper()
+		if ds := leaseAll(t, s, 10*time.Millisecond); len(ds) != 1 {
+			t.Fatalf("lease: %v", ds)
+		}
+		time.Sleep(30 * time.Millisecond)
+		if n, err := s.ReapExpired(ctx, 2); err != nil || n != 1 {
+			t.Fatalf("reaped %d, %v", n, err)
+		}
+	}
+	expire()
+	expire()
+	if d := get(t, s, id); d.Status != journal.StatusDead || d.Attempts != 2 {
+		t.Fatalf("after spending the first budget: %+v", d.Summary)
+	}
+	if err := s.Replay(ctx, id, "again"); err != nil {
+		t.Fatal(err)
+	}
+	expire()
+	if d := get(t, s, id); d.Status != journal.StatusRetry || d.Attempts != 3 {
+		t.Fatalf("first expiry of the fresh budget: %+v", d.Summary)
+	}
+	expire()
+	if d := get(t, s, id); d.Status != journal.StatusDead || d.Attempts != 4 {
+		t.Fatalf("after spending the fresh budget: %+v", d.Summary)
 	}
 }
 

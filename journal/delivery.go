@@ -1,14 +1,10 @@
 package journal
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 	"go.uber.org/zap"
 )
 
@@ -67,12 +63,24 @@ func releases(ids []int64, tokens []uuid.UUID) []Hold {
 	return hs
 }
 
+// leasedHeaders decodes the stored headers of leased event id. Never strand
+// a leased batch over one row: headers that cannot be read are logged and
+// the event is delivered with the body alone.
+func leasedHeaders(log *zap.Logger, id int64, stored string) http.Header {
+	h, err := decodeHeaders(stored)
+	if err != nil {
+		log.Error("stored headers unreadable; delivering without them", zap.Int64("id", id), zap.Error(err))
+		return http.Header{}
+	}
+	return h
+}
+
 // Finish is the outcome of one leased delivery.
 type Finish struct {
 	ID         int64
 	LeaseToken uuid.UUID
 	// Status is StatusDone, StatusRetry or StatusDead.
-	Status string
+	Status Status
 	// RetryIn is how long after now (the database clock, which Lease also
 	// uses) a retry is due (Status == StatusRetry).
 	RetryIn time.Duration
@@ -80,190 +88,6 @@ type Finish struct {
 	LastError string
 	Attempt   Attempt
 }
-
-// Lease claims up to n ready rows (pending or retry, due now) for leaseFor:
-// status processing, a fresh random token, the attempt counted. SKIP LOCKED
-// lets concurrent forwarders take disjoint rows without waiting.
-func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error) {
-	rows, err := p.queue.Query(ctx, sqlLease, n, leaseFor.Seconds())
-	if err != nil {
-		return nil, fmt.Errorf("lease events: %w", err)
-	}
-	var (
-		out     []Delivery
-		d       Delivery
-		headers []byte
-		base    int
-		token   pgtype.UUID
-	)
-	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
-		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
-		c := d
-		c.LeaseToken = token.Bytes
-		c.BudgetAttempt = d.Attempt - base
-		h, err := decodeHeaders(string(headers))
-		if err != nil {
-			// Never strand a leased batch over one row: deliver it with
-			// the body alone, and say so.
-			p.log.Error("stored headers unreadable; delivering without them", zap.Int64("id", d.ID), zap.Error(err))
-			h = http.Header{}
-		}
-		c.Headers = h
-		c.Body = append([]byte(nil), d.Body...)
-		out = append(out, c)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("lease events: %w", err)
-	}
-	return out, nil
-}
-
-// Complete records outcomes, each only where the row's id and lease token
-// still match: a worker whose lease expired (and was handed to another)
-// changes nothing. The attempt is recorded with the state change, in the
-// same statement. It returns the ids whose outcome took effect.
-func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
-	if len(fs) == 0 {
-		return nil, nil
-	}
-	n := len(fs)
-	ids, tokens := make([]int64, n), make([]pgtype.UUID, n)
-	statuses, lastErrs := make([]string, n), make([]string, n)
-	retryIn := make([]float64, n)
-	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
-	started := make([]time.Time, n)
-	errs, excerpts := make([]string, n), make([]string, n)
-	for i, f := range fs {
-		f = f.storable()
-		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, pgUUID(f.LeaseToken), f.Status, f.LastError
-		retryIn[i] = f.RetryIn.Seconds()
-		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
-		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
-	}
-	var done []int64
-	err := p.queue.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
-		numbers, started, durations, codes, errs, excerpts).Scan(&done)
-	if err != nil {
-		return nil, fmt.Errorf("complete %d deliveries: %w", n, err)
-	}
-	return done, nil
-}
-
-// Release hands unfinished leases back without spending their attempt (a
-// graceful shutdown): the row is due again at once.
-func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
-	return p.Hold(ctx, releases(ids, tokens))
-}
-
-// Hold hands leases back without spending their attempt, each due again
-// after its For and showing its Reason until its next outcome: a delivery
-// that cannot be attempted now (no backend for its provider) waits without
-// using its budget.
-func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
-	ids, toks := make([]int64, len(hs)), make([]pgtype.UUID, len(hs))
-	secs, reasons := make([]float64, len(hs)), make([]string, len(hs))
-	for i, h := range hs {
-		ids[i], toks[i], secs[i], reasons[i] = h.ID, pgUUID(h.LeaseToken), h.For.Seconds(), storableText(h.Reason, maxErrorBytes)
-	}
-	tag, err := p.queue.Exec(ctx, sqlHold, ids, toks, secs, reasons)
-	if err != nil {
-		return 0, fmt.Errorf("hand back %d leases: %w", len(hs), err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
-// ReapExpired returns rows whose lease has expired to retry (due now), or to
-// dead when their budget of maxAttempts is spent. The attempt stays counted:
-// the delivery may have reached the backend before the worker died.
-func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
-	tag, err := p.queue.Exec(ctx, sqlReap, maxAttempts)
-	if err != nil {
-		return 0, fmt.Errorf("reap expired leases: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
-// sqlLease claims the oldest due rows. The claimed ids are fed to the
-// UPDATE as an array ("id = ANY"), so whatever the planner believes about
-// the table's size the update goes by primary key: as a join on a CTE, a
-// plan built for a few hundred rows hash-joined the whole table.
-const sqlLease = `
-WITH leased AS (
-    UPDATE whguard_events ev
-    SET status = 'processing',
-        attempts = ev.attempts + 1,
-        lease_token = gen_random_uuid(),
-        lease_expires_at = now() + make_interval(secs => $2),
-        updated_at = now()
-    WHERE ev.id = ANY (ARRAY(
-        SELECT id FROM whguard_events
-        WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
-        ORDER BY next_attempt_at, id
-        LIMIT $1
-        FOR UPDATE SKIP LOCKED))
-    RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
-              ev.lease_token, ev.lease_expires_at, ev.received_at
-)
-SELECT l.*, p.headers, p.body, p.path, p.raw_query
-FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
-ORDER BY l.id`
-
-// The fences below match rows by primary key and lease token only: a
-// token is set by sqlLease and cleared by every statement that moves a row
-// out of processing, so a matching token implies processing. Naming the
-// status as well let the planner pick a partial status index from stale
-// statistics and walk its dead entries; "id = ANY" keeps it on the key.
-const sqlComplete = `
-WITH f AS (
-    SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
-                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[])
-           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt)
-), upd AS (
-    UPDATE whguard_events ev
-    SET status = f.status,
-        next_attempt_at = CASE WHEN f.status = 'retry' THEN now() + make_interval(secs => f.retry_in) ELSE ev.next_attempt_at END,
-        last_error = f.last_error,
-        hold_reason = '',
-        lease_token = NULL,
-        lease_expires_at = NULL,
-        updated_at = now()
-    FROM f
-    WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
-    RETURNING ev.id
-), att AS (
-    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
-    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
-    FROM f JOIN upd ON upd.id = f.id
-)
-SELECT coalesce(array_agg(id), '{}') FROM upd`
-
-const sqlHold = `
-UPDATE whguard_events ev
-SET status = CASE WHEN ev.attempts - 1 > ev.budget_base OR ev.last_error <> '' THEN 'retry' ELSE 'pending' END,
-    attempts = ev.attempts - 1,
-    next_attempt_at = now() + make_interval(secs => h.secs),
-    hold_reason = h.reason,
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[], $3::float8[], $4::text[]) AS h(id, token, secs, reason)
-WHERE ev.id = ANY ($1::bigint[]) AND ev.id = h.id AND ev.lease_token = h.token`
-
-const sqlReap = `
-UPDATE whguard_events
-SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END,
-    last_error = 'lease expired: the worker stopped or overran its lease',
-    next_attempt_at = now(),
-    lease_token = NULL,
-    lease_expires_at = NULL,
-    updated_at = now()
-WHERE status = 'processing' AND lease_expires_at < now()`
-
-// pgUUID converts a token to pgx's own UUID type: a uuid.UUID goes through
-// its driver.Valuer (a string, parsed again, with an error built and
-// discarded per element), which was ~6 % of whguard's CPU under load.
-func pgUUID(u uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }
 
 // MaxExcerptBytes bounds the response excerpt stored with one attempt.
 const MaxExcerptBytes = 1024

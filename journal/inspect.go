@@ -2,13 +2,9 @@ package journal
 
 import (
 	"cmp"
-	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // ErrNotReplayable: only dead or done events can be replayed.
@@ -20,7 +16,7 @@ type Summary struct {
 	Provider      string    `json:"provider"`
 	EventID       string    `json:"event_id"`
 	EventType     string    `json:"event_type"`
-	Status        string    `json:"status"`
+	Status        Status    `json:"status"`
 	Attempts      int       `json:"attempts"`
 	ReceivedAt    time.Time `json:"received_at"`
 	NextAttemptAt time.Time `json:"next_attempt_at"`
@@ -46,14 +42,14 @@ type Detail struct {
 
 // Replay is one audited replay.
 type Replay struct {
-	FromStatus string    `json:"from_status"`
+	FromStatus Status    `json:"from_status"`
 	Reason     string    `json:"reason"`
 	ReplayedAt time.Time `json:"replayed_at"`
 }
 
 // Filter selects events for listing and bulk replay. Zero fields match all.
 type Filter struct {
-	Status   string
+	Status   Status
 	Provider string
 	// Before is a cursor: only ids below it (newest first paging).
 	Before int64
@@ -65,277 +61,12 @@ type Filter struct {
 
 func (f Filter) limit() int { return min(cmp.Or(f.Limit, 50), 500) }
 
-// List returns events newest first, and the cursor for the next page (0
-// when there is none).
-func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
-	lim := f.limit()
-	rows, err := p.pool.Query(ctx, `
-SELECT `+summaryColumns+` FROM whguard_events
-WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
-  AND ($4::timestamptz IS NULL OR received_at >= $4)
-ORDER BY id DESC LIMIT $5`, f.Status, f.Provider, f.Before, nullTime(f.Since), lim+1)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanSummary)
-	if err != nil {
-		return nil, 0, fmt.Errorf("list events: %w", err)
-	}
-	var next int64
-	if len(out) > lim {
-		out = out[:lim]
-		next = out[lim-1].ID
-	}
-	return out, next, nil
-}
-
-// Get returns one event with everything recorded about it.
-func (p *Postgres) Get(ctx context.Context, id int64) (*Detail, error) {
-	var (
-		d       Detail
-		headers []byte
-		body    []byte
-	)
-	row := p.pool.QueryRow(ctx, `
-SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query,
-       (SELECT count(*) FROM whguard_conflicts c WHERE c.event_row_id = ev.id)
-FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
-WHERE ev.id = $1`, id)
-	var path, query *string
-	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &body, &path, &query, &d.Conflicts)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get event %d: %w", id, err)
-	}
-	d.Headers = http.Header{}
-	if headers != nil {
-		if d.Headers, err = decodeHeaders(string(headers)); err != nil {
-			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
-		}
-	}
-	setBody(&d, body)
-	if path != nil {
-		d.Path, d.RawQuery = *path, *query
-	}
-	rows, err := p.pool.Query(ctx, `
-SELECT number, started_at, duration_ms, status_code, error, response_excerpt
-FROM whguard_attempts WHERE event_row_id = $1 ORDER BY number, id`, id)
-	if err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
-	}
-	d.AttemptLog, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.Number, &a.StartedAt, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt)
-		return a, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get attempts of event %d: %w", id, err)
-	}
-	rows, err = p.pool.Query(ctx, `
-SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = $1 ORDER BY id`, id)
-	if err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
-	}
-	d.Replays, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replay, error) {
-		var rp Replay
-		err := r.Scan(&rp.FromStatus, &rp.Reason, &rp.ReplayedAt)
-		return rp, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("get replays of event %d: %w", id, err)
-	}
-	if d.AttemptLog == nil {
-		d.AttemptLog = []Attempt{}
-	}
-	if d.Replays == nil {
-		d.Replays = []Replay{}
-	}
-	return &d, nil
-}
-
-// Replay sends a dead or done event back to retry, due now, with a fresh
-// budget of attempts (the attempt count keeps counting) and the same
-// payload, and audits why. The row's key, and so its Idempotency-Key, do
-// not change.
-func (p *Postgres) Replay(ctx context.Context, id int64, reason string) error {
-	var n int
-	err := p.pool.QueryRow(ctx, sqlReplay, []int64{id}, reason).Scan(&n)
-	if err != nil {
-		return fmt.Errorf("replay event %d: %w", id, err)
-	}
-	if n == 1 {
-		return nil
-	}
-	var (
-		status     string
-		hasPayload bool
-	)
-	err = p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
-		FROM whguard_events WHERE id = $1`, id).Scan(&status, &hasPayload)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ErrNotFound
-	}
-	if err != nil {
-		return fmt.Errorf("replay event %d: %w", id, err)
-	}
-	if !hasPayload {
-		return fmt.Errorf("event %d: its payload was dropped by retention: %w", id, ErrNotReplayable)
-	}
-	return fmt.Errorf("event %d is %s: %w", id, status, ErrNotReplayable)
-}
-
-// replayBatch is how many rows one bulk-replay statement moves, so a large
-// replay never holds many row locks or floods the forwarder at once.
-const replayBatch = 100
-
-// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead or done
-// events matching f (Status must be dead or done; "" means dead), and
-// returns how many were replayed.
-func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
-	status := cmp.Or(f.Status, StatusDead)
-	if status != StatusDead && status != StatusDone {
-		return 0, fmt.Errorf("bulk replay of %s events: %w", status, ErrNotReplayable)
-	}
-	// Walk ids upwards from where the last batch stopped, up to the newest
-	// id at the start: a replayed row that fails again (or is done again)
-	// before the walk ends must not be picked twice.
-	var ceiling int64
-	if err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&ceiling); err != nil {
-		return 0, fmt.Errorf("bulk replay: read newest id: %w", err)
-	}
-	total := 0
-	var after int64
-	for f.Limit == 0 || total < f.Limit {
-		batch := replayBatch
-		if f.Limit > 0 {
-			batch = min(batch, f.Limit-total)
-		}
-		rows, err := p.pool.Query(ctx, `
-SELECT id FROM whguard_events e
-WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
-  AND id > $5::bigint AND id <= $6::bigint
-  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT $4`, status, f.Provider, nullTime(f.Since), batch, after, ceiling)
-		if err != nil {
-			return total, fmt.Errorf("bulk replay: select batch: %w", err)
-		}
-		ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-		if err != nil {
-			return total, fmt.Errorf("bulk replay: select batch: %w", err)
-		}
-		if len(ids) == 0 {
-			break
-		}
-		after = ids[len(ids)-1]
-		var n int
-		if err := p.pool.QueryRow(ctx, sqlReplay, ids, reason).Scan(&n); err != nil {
-			return total, fmt.Errorf("bulk replay: %w", err)
-		}
-		total += n
-		if len(ids) < batch {
-			break
-		}
-	}
-	return total, nil
-}
-
 // Stats feeds the whguard_events and whguard_oldest_pending_age_seconds
 // gauges. On PostgreSQL, the done count of a journal over 100,000 rows is
 // an estimate (the planner's statistics); every other status is exact.
 type Stats struct {
-	ByStatus map[string]int
+	ByStatus map[Status]int
 	// OldestUndelivered is, per provider, the age of the oldest event not
 	// yet delivered (pending, retry or processing).
 	OldestUndelivered map[string]time.Duration
 }
-
-// Stats counts events by status and measures the oldest undelivered one.
-func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[string]int{}, OldestUndelivered: map[string]time.Duration{}}
-	// Exact counts for the statuses that stay small (undelivered and
-	// quarantined), through the status index; done rows are most of a
-	// large journal, so their count is the planner's estimate of the table
-	// minus the others, keeping this refresh cheap at millions of rows.
-	rows, err := p.pool.Query(ctx, `
-SELECT status, count(*) FROM whguard_events
-WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
-	if err != nil {
-		return s, fmt.Errorf("count events: %w", err)
-	}
-	var (
-		status string
-		n      int
-	)
-	others := 0
-	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { s.ByStatus[status] = n; others += n; return nil }); err != nil {
-		return s, fmt.Errorf("count events: %w", err)
-	}
-	var estimate float64
-	if err := p.pool.QueryRow(ctx, `SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = 'whguard_events'::regclass`).Scan(&estimate); err != nil {
-		return s, fmt.Errorf("estimate events: %w", err)
-	}
-	if done := int(estimate) - others; estimate > 100_000 && done > 0 {
-		s.ByStatus[StatusDone] = done
-	} else {
-		// Small (or never analyzed) table: count exactly, it is cheap.
-		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM whguard_events WHERE status = 'done'`).Scan(&n); err != nil {
-			return s, fmt.Errorf("count done events: %w", err)
-		}
-		s.ByStatus[StatusDone] = n
-	}
-	rows, err = p.pool.Query(ctx, `
-SELECT provider, extract(epoch FROM now() - min(received_at))::float8
-FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
-	if err != nil {
-		return s, fmt.Errorf("oldest undelivered: %w", err)
-	}
-	var (
-		provider string
-		age      float64
-	)
-	if _, err := pgx.ForEachRow(rows, []any{&provider, &age}, func() error {
-		s.OldestUndelivered[provider] = time.Duration(age * float64(time.Second))
-		return nil
-	}); err != nil {
-		return s, fmt.Errorf("oldest undelivered: %w", err)
-	}
-	return s, nil
-}
-
-const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
-const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ev.hold_reason`
-
-func scanSummary(r pgx.CollectableRow) (Summary, error) {
-	var s Summary
-	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held)
-	return s, err
-}
-
-func nullTime(t time.Time) *time.Time {
-	if t.IsZero() {
-		return nil
-	}
-	return &t
-}
-
-const sqlReplay = `
-WITH moved AS (
-    UPDATE whguard_events ev
-    SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now()
-    -- The payload row is locked too: a retention cleanup deleting it
-    -- concurrently either waits for this replay or, if it went first,
-    -- makes this join find nothing (the event is then not replayable).
-    FROM (SELECT e.id, e.status FROM whguard_events e
-          JOIN whguard_payloads p ON p.event_row_id = e.id
-          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
-          FOR UPDATE OF e, p) old
-    WHERE ev.id = old.id
-    RETURNING ev.id, old.status
-), audit AS (
-    INSERT INTO whguard_replays (event_row_id, from_status, reason)
-    SELECT id, status, $2 FROM moved
-)
-SELECT count(*) FROM moved`

@@ -44,16 +44,21 @@ type Store interface {
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
 }
 
-var _ Store = (*Postgres)(nil)
+// Status is the delivery state of an event row (docs/delivery.md, "States
+// and transitions"). It is stored, and encoded in JSON, as its string.
+type Status string
 
-// Statuses of an event row (docs/delivery.md, "States and transitions").
+// Statuses of an event row.
 const (
-	StatusPending    = "pending"
-	StatusProcessing = "processing"
-	StatusDone       = "done"
-	StatusRetry      = "retry"
-	StatusDead       = "dead"
+	StatusPending    Status = "pending"
+	StatusProcessing Status = "processing"
+	StatusDone       Status = "done"
+	StatusRetry      Status = "retry"
+	StatusDead       Status = "dead"
 )
+
+// replayable reports whether an event in this status may be replayed.
+func (s Status) replayable() bool { return s == StatusDead || s == StatusDone }
 
 // Errors translated at the store boundary.
 var (

@@ -5,16 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
@@ -42,7 +40,7 @@ type PostgresConfig struct {
 type Postgres struct {
 	// pool runs everything but the hot statements, with custom plans.
 	pool *pgxpool.Pool
-	// ingest runs appends, with generic plans (plans.go).
+	// ingest runs appends, with generic plans (postgres_plans.go).
 	ingest *pgxpool.Pool
 	// queue runs the forwarder's delivery-state statements (lease,
 	// complete, release, reap) with synchronous_commit=off: they do not
@@ -62,7 +60,7 @@ type Postgres struct {
 	// alwaysVacuum and warnedVacuum: see vacuumIfNeeded.
 	alwaysVacuum bool
 	warnedVacuum atomic.Bool
-	// growth re-plans the hot statements as the journal grows (plans.go).
+	// growth re-plans the hot statements as the journal grows (postgres_plans.go).
 	growth growth
 	// bg bounds background work (stopBG ends it); bgWork waits for it;
 	// bgClosed (under bgMu) refuses new work once Close has begun.
@@ -72,6 +70,8 @@ type Postgres struct {
 	bgMu     sync.Mutex
 	bgClosed bool
 }
+
+var _ Store = (*Postgres)(nil)
 
 // notifyEvery is the shortest interval between two NOTIFYs of a process.
 const notifyEvery = 10 * time.Millisecond
@@ -87,7 +87,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	pc.MaxConns = cmp.Or(cfg.MaxConns, 16)
 	pc.ConnConfig.ConnectTimeout = cmp.Or(pc.ConnConfig.ConnectTimeout, 5*time.Second)
 	// The hot pools run generic plans, the general pool custom ones
-	// (plans.go says why); a plan_cache_mode in WHGUARD_DATABASE_URL wins
+	// (postgres_plans.go says why); a plan_cache_mode in WHGUARD_DATABASE_URL wins
 	// in every pool.
 	_, urlSetsPlans := pc.ConnConfig.RuntimeParams["plan_cache_mode"]
 	hotConfig := func(conns int32) *pgxpool.Config {
@@ -163,301 +163,6 @@ func (p *Postgres) Ready(ctx context.Context) error {
 	return nil
 }
 
-// batchEntry is one distinct key of a batch, with the batch indexes that
-// carry it.
-type batchEntry struct {
-	ev      *Event
-	indexes []int
-}
-
-// groupByKey folds a batch by key (the first event of a key leads) and
-// sorts the keys, so concurrent batches lock index entries in one order and
-// cannot deadlock.
-func groupByKey(events []Event) []*batchEntry {
-	byKey := map[[2]string]*batchEntry{}
-	var entries []*batchEntry
-	for i := range events {
-		k := [2]string{events[i].Provider, events[i].EventID}
-		if e, ok := byKey[k]; ok {
-			e.indexes = append(e.indexes, i)
-			continue
-		}
-		e := &batchEntry{ev: &events[i], indexes: []int{i}}
-		byKey[k] = e
-		entries = append(entries, e)
-	}
-	slices.SortFunc(entries, func(a, b *batchEntry) int {
-		return cmp.Or(cmp.Compare(a.ev.Provider, b.ev.Provider), cmp.Compare(a.ev.EventID, b.ev.EventID))
-	})
-	return entries
-}
-
-// Append journals a batch of events in one transaction and says, for each
-// event, whether it was new, a duplicate or a conflict. Only the unique
-// constraint decides: INSERT … ON CONFLICT DO NOTHING, then the existing
-// rows' content hashes for the keys that were not inserted. Nothing is
-// committed when an error is returned, and then no event may be
-// acknowledged.
-//
-// The batch is sorted by key and in-batch duplicates are folded before the
-// statement, so concurrent batches take index locks in the same order and
-// cannot deadlock.
-func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error) {
-	if len(events) == 0 {
-		return nil, nil
-	}
-	entries := groupByKey(events)
-	n := len(entries)
-	providers, ids, types, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	paths, queries := make([]string, n), make([]string, n)
-	headers, bodies := make([][]byte, n), make([][]byte, n)
-	received := make([]time.Time, n)
-	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
-	claimsOnly := true // no new row will be pending: nobody else need hear of them
-	now := time.Now()
-	for i, e := range entries {
-		leaseSecs[i], tokens[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken)
-		claimsOnly = claimsOnly && e.ev.LeaseFor > 0
-		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
-		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
-		h, err := marshalHeaders(e.ev.Headers)
-		if err != nil {
-			return nil, err
-		}
-		headers[i] = h
-		received[i] = e.ev.ReceivedAt
-		if received[i].IsZero() {
-			received[i] = now
-		}
-	}
-	// At most one NOTIFY per notifyEvery, counting only batches that
-	// inserted something (a batch of duplicates must not use up the window
-	// of the real batch after it).
-	notify, notifyAt := "", time.Now().UnixNano()
-	if !claimsOnly && notifyAt-p.lastNotify.Load() >= int64(notifyEvery) {
-		notify = p.instance
-	}
-
-	// One statement, one round trip, one commit: insert the new events
-	// and their payloads, announce them, and read back the stored row of
-	// every key that was not new. Under load the CPU is shared with
-	// PostgreSQL and every round trip waits its turn, so this is what
-	// bounds ingest.
-	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens)
-	if err != nil {
-		return nil, fmt.Errorf("append %d events: %w", len(events), err)
-	}
-	defer rows.Close()
-	refs := make([]existingRow, n)
-	isNew := make([]bool, n)
-	var (
-		ord          int64
-		newID, oldID *int64
-		oldHash      *string
-	)
-	inserted := 0 // new rows
-	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash}, func() error {
-		i := ord - 1
-		switch {
-		case newID != nil:
-			inserted++
-			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
-		case oldID != nil:
-			refs[i] = existingRow{id: *oldID, hash: *oldHash}
-		}
-		return nil
-	})
-	if err != nil {
-		if isDataError(err) {
-			// The database refused a value (a data exception is about the
-			// request, not the database): retrying cannot help. Alone, the
-			// event is Refused; in a batch, each event is appended alone so
-			// only the culprit is refused and the rest go on.
-			if len(events) == 1 {
-				p.log.Warn("journal refused an event's data", zap.String("provider", events[0].Provider), zap.Error(err))
-				return []Result{{Outcome: Refused}}, nil
-			}
-			return p.appendOneByOne(ctx, events)
-		}
-		return nil, fmt.Errorf("append %d events: %w", len(events), err)
-	}
-
-	if inserted > 0 && notify != "" {
-		p.lastNotify.Store(notifyAt)
-	}
-	if inserted > 0 {
-		p.grew(inserted)
-	}
-
-	// Rare: a key neither inserted nor visible to that statement's snapshot
-	// was committed by a concurrent batch while ours waited on the unique
-	// index. A new statement (READ COMMITTED: a new snapshot) sees it.
-	var lookProv, lookID []string
-	for i, r := range refs {
-		if r.id == 0 {
-			lookProv, lookID = append(lookProv, providers[i]), append(lookID, ids[i])
-		}
-	}
-	if len(lookProv) > 0 {
-		found := map[[2]string]existingRow{}
-		rows, err := p.ingest.Query(ctx, sqlExistingByKey, lookProv, lookID)
-		if err != nil {
-			return nil, fmt.Errorf("look up existing events: %w", err)
-		}
-		var (
-			rowID      int64
-			prov, evID string
-			hash       string
-		)
-		_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
-			found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("look up existing events: %w", err)
-		}
-		for i, r := range refs {
-			if r.id != 0 {
-				continue
-			}
-			f, ok := found[[2]string{providers[i], ids[i]}]
-			if !ok {
-				// Deleted between the two statements (retention): fail the
-				// batch; senders retry.
-				return nil, fmt.Errorf("event %s/%s neither inserted nor found", providers[i], ids[i])
-			}
-			refs[i] = f
-		}
-	}
-
-	results := make([]Result, len(events))
-	for i, e := range entries {
-		e.judge(results, events, refs[i], isNew[i])
-	}
-	// Record every conflicting payload for inspection (rare). The batch
-	// is already committed: a copy that cannot be recorded is answered as
-	// not stored (Unrecorded) and fails nothing else, or the new events
-	// committed with it would be answered 503 as well.
-	for i := range events {
-		if results[i].Outcome != Conflict {
-			continue
-		}
-		h, err := marshalHeaders(events[i].Headers)
-		if err == nil {
-			_, err = p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body))
-		}
-		if err != nil {
-			p.log.Warn("record conflicting copy failed", zap.String("provider", events[i].Provider), zap.Error(err))
-			results[i].Outcome = Unrecorded
-		}
-	}
-	return results, nil
-}
-
-// appendOneByOne appends each event in its own statement (an event whose
-// data the database refuses comes back Refused). Used after a data error
-// poisoned a batch.
-func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result, error) {
-	out := make([]Result, len(events))
-	for i := range events {
-		r, err := p.Append(ctx, events[i:i+1])
-		if err != nil {
-			return nil, err
-		}
-		out[i] = r[0]
-	}
-	return out, nil
-}
-
-type existingRow struct {
-	id   int64
-	hash string
-}
-
-// judge sets the result of every event of the entry's key: the leader is
-// Inserted when this batch created the row; every other copy is a
-// Duplicate or a Conflict by its content hash against the stored row.
-func (e *batchEntry) judge(results []Result, events []Event, ref existingRow, isNew bool) {
-	for n, i := range e.indexes {
-		if n == 0 && isNew {
-			results[i] = Result{ID: ref.id, Outcome: Inserted}
-			continue
-		}
-		results[i] = Result{ID: ref.id, Outcome: outcomeFor(ref.hash, events[i].ContentHash)}
-	}
-}
-
-func outcomeFor(storedHash, hash string) Outcome {
-	if storedHash == hash {
-		return Duplicate
-	}
-	return Conflict
-}
-
-func marshalHeaders(h http.Header) ([]byte, error) {
-	if h == nil {
-		h = http.Header{}
-	}
-	b, err := json.Marshal(h)
-	if err != nil {
-		return nil, fmt.Errorf("encode headers: %w", err)
-	}
-	return b, nil
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
-
-// sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
-// its payloads in one statement (a claimed event, $12 > 0, already leased
-// under its token $13), NOTIFYs when $11 is set and something was new,
-// and returns per input position (1-based ord) either the new id or
-// the stored id and content hash of the existing row, when this statement's
-// snapshot can see it.
-const sqlAppend = `
-WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[])
-           WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, ord)
-), ins AS (
-    INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
-                                status, attempts, lease_token, lease_expires_at)
-    SELECT provider, event_id, event_type, content_hash, received_at, now(),
-           CASE WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
-           CASE WHEN lease_secs > 0 THEN 1 ELSE 0 END,
-           CASE WHEN lease_secs > 0 THEN lease_token END,
-           CASE WHEN lease_secs > 0 THEN now() + make_interval(secs => lease_secs) END
-    FROM input ORDER BY ord
-    ON CONFLICT (provider, event_id) DO NOTHING
-    RETURNING id, provider, event_id
-), pay AS (
-    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query)
-    SELECT ins.id, input.headers, input.body, input.path, input.raw_query
-    FROM ins JOIN input ON input.provider = ins.provider AND input.event_id = ins.event_id
-), note AS (
-    SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
-)
-SELECT input.ord, ins.id, ev.id, ev.content_hash
-FROM input
-LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
-LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
-WHERE (SELECT count(*) FROM note) >= 0
-ORDER BY input.ord`
-
-const sqlExistingByKey = `
-SELECT ev.id, ev.provider, ev.event_id, ev.content_hash
-FROM whguard_events ev
-JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event_id = k.e`
-
-const sqlInsertConflict = `
-INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body) VALUES ($1, $2, $3, $4)`
-
 // goBackground runs fn in the background unless the store is closing.
 func (p *Postgres) goBackground(fn func()) bool {
 	p.bgMu.Lock()
@@ -471,4 +176,29 @@ func (p *Postgres) goBackground(fn func()) bool {
 		fn()
 	}()
 	return true
+}
+
+// isUndefinedTable reports a PostgreSQL "relation does not exist" error.
+func isUndefinedTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
+// isDataError reports a PostgreSQL data exception (SQLSTATE class 22: a
+// value the database refuses, such as an invalid byte sequence).
+func isDataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && len(pgErr.Code) == 5 && pgErr.Code[:2] == "22"
+}
+
+// pgUUID converts a token to pgx's own UUID type: a uuid.UUID goes through
+// its driver.Valuer (a string, parsed again, with an error built and
+// discarded per element), which was ~6 % of whguard's CPU under load.
+func pgUUID(u uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }

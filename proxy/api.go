@@ -66,14 +66,14 @@ type api struct {
 	redact   redactor
 }
 
-var validStatus = map[string]bool{
+var validStatus = map[journal.Status]bool{
 	"": true, journal.StatusPending: true, journal.StatusProcessing: true,
 	journal.StatusDone: true, journal.StatusRetry: true, journal.StatusDead: true,
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := journal.Filter{Status: q.Get("status"), Provider: q.Get("provider")}
+	f := journal.Filter{Status: journal.Status(q.Get("status")), Provider: q.Get("provider")}
 	if !cleanText(f.Provider) {
 		apiError(w, http.StatusBadRequest, "provider must be printable UTF-8")
 		return
@@ -168,7 +168,7 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := journal.Filter{Status: req.Status, Provider: req.Provider, Limit: req.Limit}
+	f := journal.Filter{Status: journal.Status(req.Status), Provider: req.Provider, Limit: req.Limit}
 	if f.Status == "" {
 		f.Status = journal.StatusDead
 	}
@@ -197,7 +197,7 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "journal unavailable; bulk replay stopped", "replayed": n})
 		return
 	}
-	a.log.Info("bulk replay", zap.Int("replayed", n), zap.String("status", f.Status),
+	a.log.Info("bulk replay", zap.Int("replayed", n), zap.String("status", string(f.Status)),
 		zap.String("provider", f.Provider), zap.String("reason", req.Reason))
 	writeJSON(w, http.StatusOK, map[string]any{"replayed": n})
 }

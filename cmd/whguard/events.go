@@ -193,7 +193,7 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPROVIDER\tEVENT ID\tTYPE\tATTEMPTS\tRECEIVED\tLAST ERROR")
 	for _, e := range resp.Events {
-		status := e.Status
+		status := string(e.Status)
 		if e.Held != "" {
 			status += " (held: " + e.Held + ")"
 		}

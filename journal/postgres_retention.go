@@ -8,65 +8,55 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// cleanupBatch is how many rows one cleanup statement deletes, so retention
-// never holds long locks or writes a huge transaction.
-const cleanupBatch = 5000
-
 // cleanupLockKey makes the PostgreSQL cleanup leader-only: among replicas
 // sharing a database, one cleans at a time.
 const cleanupLockKey int64 = 0x776867636c6e // "whgcln"
 
-// Cleaned counts what a cleanup removed.
-type Cleaned struct {
-	// Events are done events deleted with everything recorded about them;
-	// their keys are forgotten, so a resend would be a new event.
-	Events int
-	// Payloads are bodies and headers dropped from done events that are
-	// still kept for deduplication.
-	Payloads int
-}
-
 // Cleanup applies retention in batches: it deletes done events last
 // changed before keysBefore, and drops the payloads of done events last
 // changed before payloadsBefore. Dead events are quarantine and are never
-// deleted; pending, retry and processing ones are never touched.
+// deleted; pending, retry and processing ones are never touched. Only one
+// replica cleans at a time; the others' batches delete nothing. It then
+// vacuums the hot tables when the server does not (vacuumIfNeeded).
 func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
-	var c Cleaned
-	for _, step := range []struct {
-		sql    string
-		before time.Time
-		count  *int
-	}{
-		{sqlCleanupEvents, keysBefore, &c.Events},
-		{sqlCleanupPayloads, payloadsBefore, &c.Payloads},
-	} {
-		for {
-			var n int
-			err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-				var leader bool
-				if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, cleanupLockKey).Scan(&leader); err != nil || !leader {
-					return err // another replica is cleaning
-				}
-				if step.count == &c.Events {
-					return tx.QueryRow(ctx, step.sql, step.before, cleanupBatch).Scan(&n)
-				}
-				tag, err := tx.Exec(ctx, step.sql, step.before, cleanupBatch)
-				n = int(tag.RowsAffected())
-				return err
-			})
-			if err != nil {
-				return c, fmt.Errorf("retention cleanup: %w", err)
-			}
-			*step.count += n
-			if n < cleanupBatch {
-				break
-			}
-		}
+	c, err := cleanup(ctx, p, keysBefore, payloadsBefore)
+	if err != nil {
+		return c, err
 	}
 	if err := p.vacuumIfNeeded(ctx); err != nil {
 		return c, err
 	}
 	return c, nil
+}
+
+func (p *Postgres) cleanupEvents(ctx context.Context, before time.Time, n int) (int, error) {
+	var deleted int
+	err := p.asCleaner(ctx, func(tx pgx.Tx) error {
+		return tx.QueryRow(ctx, sqlCleanupEvents, before, n).Scan(&deleted)
+	})
+	return deleted, err
+}
+
+func (p *Postgres) cleanupPayloads(ctx context.Context, before time.Time, n int) (int, error) {
+	var dropped int
+	err := p.asCleaner(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, sqlCleanupPayloads, before, n)
+		dropped = int(tag.RowsAffected())
+		return err
+	})
+	return dropped, err
+}
+
+// asCleaner runs fn in a transaction holding the cleanup lock, or does
+// nothing when another replica holds it.
+func (p *Postgres) asCleaner(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		var leader bool
+		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, cleanupLockKey).Scan(&leader); err != nil || !leader {
+			return err // another replica is cleaning
+		}
+		return fn(tx)
+	})
 }
 
 // vacuumLockKey makes whguard's own VACUUM leader-only across replicas.
@@ -141,45 +131,3 @@ WHERE p.event_row_id = ev.id AND ev.status = 'done' AND ev.updated_at < $1
     SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id
     WHERE e.status = 'done' AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
     FOR UPDATE OF e SKIP LOCKED)`
-
-// Cleanup applies retention, as Postgres.Cleanup does.
-func (s *SQLite) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
-	var c Cleaned
-	for _, step := range []struct {
-		sql    string
-		before time.Time
-		count  *int
-	}{
-		{sqliteCleanupEvents, keysBefore, &c.Events},
-		{sqliteCleanupPayloads, payloadsBefore, &c.Payloads},
-	} {
-		for {
-			var n int64
-			err := s.write(ctx, func(tx sqliteTx) error {
-				res, err := tx.ExecContext(ctx, step.sql, step.before.UnixNano(), cleanupBatch)
-				if err != nil {
-					return err
-				}
-				n, _ = res.RowsAffected()
-				return nil
-			})
-			if err != nil {
-				return c, fmt.Errorf("retention cleanup: %w", err)
-			}
-			*step.count += int(n)
-			if n < cleanupBatch {
-				break
-			}
-		}
-	}
-	return c, nil
-}
-
-const sqliteCleanupEvents = `
-DELETE FROM whguard_events WHERE id IN (
-    SELECT id FROM whguard_events WHERE status = 'done' AND updated_at < ? ORDER BY updated_at, id LIMIT ?)`
-
-const sqliteCleanupPayloads = `
-DELETE FROM whguard_payloads WHERE event_row_id IN (
-    SELECT ev.id FROM whguard_events ev JOIN whguard_payloads p ON p.event_row_id = ev.id
-    WHERE ev.status = 'done' AND ev.updated_at < ? ORDER BY ev.updated_at, ev.id LIMIT ?)`

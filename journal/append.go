@@ -1,0 +1,81 @@
+package journal
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+)
+
+// batchEntry is one distinct key of a batch, with the batch indexes that
+// carry it.
+type batchEntry struct {
+	ev      *Event
+	indexes []int
+}
+
+// groupByKey folds a batch by key (the first event of a key leads) and
+// sorts the keys, so concurrent batches lock index entries in one order and
+// cannot deadlock.
+func groupByKey(events []Event) []*batchEntry {
+	byKey := map[[2]string]*batchEntry{}
+	var entries []*batchEntry
+	for i := range events {
+		k := [2]string{events[i].Provider, events[i].EventID}
+		if e, ok := byKey[k]; ok {
+			e.indexes = append(e.indexes, i)
+			continue
+		}
+		e := &batchEntry{ev: &events[i], indexes: []int{i}}
+		byKey[k] = e
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b *batchEntry) int {
+		return cmp.Or(cmp.Compare(a.ev.Provider, b.ev.Provider), cmp.Compare(a.ev.EventID, b.ev.EventID))
+	})
+	return entries
+}
+
+type existingRow struct {
+	id   int64
+	hash string
+}
+
+// judge sets the result of every event of the entry's key: the leader is
+// Inserted when this batch created the row; every other copy is a
+// Duplicate or a Conflict by its content hash against the stored row.
+func (e *batchEntry) judge(results []Result, events []Event, ref existingRow, isNew bool) {
+	for n, i := range e.indexes {
+		if n == 0 && isNew {
+			results[i] = Result{ID: ref.id, Outcome: Inserted}
+			continue
+		}
+		results[i] = Result{ID: ref.id, Outcome: outcomeFor(ref.hash, events[i].ContentHash)}
+	}
+}
+
+func outcomeFor(storedHash, hash string) Outcome {
+	if storedHash == hash {
+		return Duplicate
+	}
+	return Conflict
+}
+
+func marshalHeaders(h http.Header) ([]byte, error) {
+	if h == nil {
+		h = http.Header{}
+	}
+	b, err := json.Marshal(h)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	return b, nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}

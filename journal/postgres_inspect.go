@@ -1,0 +1,234 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// List returns events newest first, and the cursor for the next page (0
+// when there is none).
+func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
+	return listEvents(ctx, p, f)
+}
+
+func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	rows, err := p.pool.Query(ctx, `
+SELECT `+summaryColumns+` FROM whguard_events
+WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
+  AND ($4::timestamptz IS NULL OR received_at >= $4)
+ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanSummary)
+}
+
+// Get returns one event with everything recorded about it.
+func (p *Postgres) Get(ctx context.Context, id int64) (*Detail, error) {
+	return getEvent(ctx, p, id)
+}
+
+func (p *Postgres) getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error) {
+	var (
+		d       Detail
+		headers []byte
+		pl      storedPayload
+	)
+	row := p.pool.QueryRow(ctx, `
+SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query,
+       (SELECT count(*) FROM whguard_conflicts c WHERE c.event_row_id = ev.id)
+FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
+WHERE ev.id = $1`, id)
+	var path, query *string
+	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &pl.body, &path, &query, &d.Conflicts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, pl, ErrNotFound
+	}
+	if err != nil {
+		return nil, pl, fmt.Errorf("get event %d: %w", id, err)
+	}
+	pl.headers, pl.kept = string(headers), headers != nil
+	if path != nil {
+		d.Path, d.RawQuery = *path, *query
+	}
+	rows, err := p.pool.Query(ctx, `
+SELECT number, started_at, duration_ms, status_code, error, response_excerpt
+FROM whguard_attempts WHERE event_row_id = $1 ORDER BY number, id`, id)
+	if err != nil {
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
+	}
+	d.AttemptLog, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
+		var a Attempt
+		err := r.Scan(&a.Number, &a.StartedAt, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt)
+		return a, err
+	})
+	if err != nil {
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
+	}
+	rows, err = p.pool.Query(ctx, `
+SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
+	}
+	d.Replays, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replay, error) {
+		var rp Replay
+		err := r.Scan(&rp.FromStatus, &rp.Reason, &rp.ReplayedAt)
+		return rp, err
+	})
+	if err != nil {
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
+	}
+	return &d, pl, nil
+}
+
+// Replay sends a dead or done event back to retry, due now, with a fresh
+// budget of attempts (the attempt count keeps counting) and the same
+// payload, and audits why. The row's key, and so its Idempotency-Key, do
+// not change.
+func (p *Postgres) Replay(ctx context.Context, id int64, reason string) error {
+	return replayEvent(ctx, p, id, reason)
+}
+
+// replayEvent tries the replay first (sqlReplay moves only a replayable
+// event) and looks at the event only when it did not move.
+func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error) {
+	var n int
+	if err := p.pool.QueryRow(ctx, sqlReplay, []int64{id}, reason).Scan(&n); err != nil {
+		return replayTarget{}, err
+	}
+	if n == 1 {
+		return replayTarget{replayed: true}, nil
+	}
+	var t replayTarget
+	err := p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
+		FROM whguard_events WHERE id = $1`, id).Scan(&t.status, &t.hasPayload)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return t, nil
+	}
+	t.found = err == nil
+	return t, err
+}
+
+// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead or done
+// events matching f (Status must be dead or done; "" means dead), and
+// returns how many were replayed.
+func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
+	return bulkReplay(ctx, p, f, reason)
+}
+
+func (p *Postgres) newestID(ctx context.Context) (int64, error) {
+	var id int64
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
+	return id, err
+}
+
+// replayNext selects a batch, then replays it in one statement, which
+// re-checks each row under its lock.
+func (p *Postgres) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
+	rows, err := p.pool.Query(ctx, `
+SELECT id FROM whguard_events e
+WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
+  AND id > $5::bigint AND id <= $6::bigint
+  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
+ORDER BY id LIMIT $4`, string(w.status), w.provider, nullTime(w.since), w.limit, w.after, w.ceiling)
+	if err != nil {
+		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
+	}
+	b := replayedBatch{picked: len(ids)}
+	if len(ids) == 0 {
+		return b, nil
+	}
+	b.last = ids[len(ids)-1]
+	err = p.pool.QueryRow(ctx, sqlReplay, ids, w.reason).Scan(&b.replayed)
+	return b, err
+}
+
+// Stats counts events by status and measures the oldest undelivered one.
+func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
+	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
+	// Exact counts for the statuses that stay small (undelivered and
+	// quarantined), through the status index; done rows are most of a
+	// large journal, so their count is the planner's estimate of the table
+	// minus the others, keeping this refresh cheap at millions of rows.
+	rows, err := p.pool.Query(ctx, `
+SELECT status, count(*) FROM whguard_events
+WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
+	if err != nil {
+		return s, fmt.Errorf("count events: %w", err)
+	}
+	var (
+		status string
+		n      int
+	)
+	others := 0
+	if _, err := pgx.ForEachRow(rows, []any{&status, &n}, func() error { s.ByStatus[Status(status)] = n; others += n; return nil }); err != nil {
+		return s, fmt.Errorf("count events: %w", err)
+	}
+	var estimate float64
+	if err := p.pool.QueryRow(ctx, `SELECT greatest(reltuples, 0)::float8 FROM pg_class WHERE oid = 'whguard_events'::regclass`).Scan(&estimate); err != nil {
+		return s, fmt.Errorf("estimate events: %w", err)
+	}
+	if done := int(estimate) - others; estimate > 100_000 && done > 0 {
+		s.ByStatus[StatusDone] = done
+	} else {
+		// Small (or never analyzed) table: count exactly, it is cheap.
+		if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM whguard_events WHERE status = 'done'`).Scan(&n); err != nil {
+			return s, fmt.Errorf("count done events: %w", err)
+		}
+		s.ByStatus[StatusDone] = n
+	}
+	rows, err = p.pool.Query(ctx, `
+SELECT provider, extract(epoch FROM now() - min(received_at))::float8
+FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
+	if err != nil {
+		return s, fmt.Errorf("oldest undelivered: %w", err)
+	}
+	var (
+		provider string
+		age      float64
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &age}, func() error {
+		s.OldestUndelivered[provider] = time.Duration(age * float64(time.Second))
+		return nil
+	}); err != nil {
+		return s, fmt.Errorf("oldest undelivered: %w", err)
+	}
+	return s, nil
+}
+
+const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
+const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ev.hold_reason`
+
+func scanSummary(r pgx.CollectableRow) (Summary, error) {
+	var s Summary
+	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held)
+	return s, err
+}
+
+const sqlReplay = `
+WITH moved AS (
+    UPDATE whguard_events ev
+    SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now()
+    -- The payload row is locked too: a retention cleanup deleting it
+    -- concurrently either waits for this replay or, if it went first,
+    -- makes this join find nothing (the event is then not replayable).
+    FROM (SELECT e.id, e.status FROM whguard_events e
+          JOIN whguard_payloads p ON p.event_row_id = e.id
+          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
+          FOR UPDATE OF e, p) old
+    WHERE ev.id = old.id
+    RETURNING ev.id, old.status
+), audit AS (
+    INSERT INTO whguard_replays (event_row_id, from_status, reason)
+    SELECT id, status, $2 FROM moved
+)
+SELECT count(*) FROM moved`

@@ -1,0 +1,88 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+)
+
+// Append journals a batch in one transaction, with the same semantics as
+// Postgres.Append: the unique constraint decides new, duplicate or conflict.
+func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
+	if len(events) == 0 {
+		return nil, nil
+	}
+	entries := groupByKey(events)
+	results := make([]Result, len(events))
+	now := s.now().UnixNano()
+	err := s.write(ctx, func(tx sqliteTx) error {
+		for _, e := range entries {
+			received := now
+			if !e.ev.ReceivedAt.IsZero() {
+				received = e.ev.ReceivedAt.UnixNano()
+			}
+			// A claimed event goes in already leased (Event.LeaseFor).
+			status, attempts, token, expires := StatusPending, 0, any(nil), any(nil)
+			if e.ev.LeaseFor > 0 {
+				status, attempts = StatusProcessing, 1
+				token, expires = e.ev.LeaseToken[:], now+e.ev.LeaseFor.Nanoseconds()
+			}
+			var id int64
+			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
+				string(status), attempts, token, expires).Scan(&id)
+			ref, isNew := existingRow{}, false
+			switch {
+			case err == nil:
+				h, err := marshalHeaders(e.ev.Headers)
+				if err != nil {
+					return err
+				}
+				if _, err := tx.ExecContext(ctx, sqliteInsertPayload,
+					id, string(h), nonNil(e.ev.Body), e.ev.Path, e.ev.RawQuery); err != nil {
+					return fmt.Errorf("insert payload: %w", err)
+				}
+				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash}, true
+			case errors.Is(err, sql.ErrNoRows):
+				if err := tx.QueryRowContext(ctx, sqliteExistingByKey,
+					e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash); err != nil {
+					return fmt.Errorf("look up existing event: %w", err)
+				}
+			default:
+				return fmt.Errorf("insert event: %w", err)
+			}
+			e.judge(results, events, ref, isNew)
+		}
+		for i := range events {
+			if results[i].Outcome != Conflict {
+				continue
+			}
+			h, err := marshalHeaders(events[i].Headers)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, `INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body, received_at) VALUES (?, ?, ?, ?, ?)`,
+				results[i].ID, events[i].ContentHash, string(h), nonNil(events[i].Body), now); err != nil {
+				return fmt.Errorf("record conflict: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+	return results, nil
+}
+
+// The append path's statements, prepared once on the writer connection
+// (see SQLite.prepareHot).
+const (
+	sqliteInsertEvent = `
+INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
+                            status, attempts, lease_token, lease_expires_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT (provider, event_id) DO NOTHING
+RETURNING id`
+	sqliteInsertPayload = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
+	sqliteExistingByKey = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
+)

@@ -1,0 +1,178 @@
+package journal
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Lease claims up to n ready rows. With a single writer, a plain UPDATE …
+// WHERE id IN (SELECT … LIMIT n) is as safe as SKIP LOCKED.
+func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]Delivery, error) {
+	var out []Delivery
+	err := s.writeState(ctx, func(tx sqliteTx) error {
+		now := s.now()
+		rows, err := tx.QueryContext(ctx, sqliteLease,
+			now.Add(leaseFor).UnixNano(), now.UnixNano(), now.UnixNano(), n)
+		if err != nil {
+			return fmt.Errorf("lease events: %w", err)
+		}
+		var (
+			d               Delivery
+			base            int
+			token           []byte
+			expires, recvAt int64
+		)
+		if err := eachRow(rows, func() error {
+			c := d
+			c.BudgetAttempt = d.Attempt - base
+			c.LeaseToken, _ = uuid.FromBytes(token)
+			c.LeaseExpiresAt, c.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
+			out = append(out, c)
+			return nil
+		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt); err != nil {
+			return fmt.Errorf("lease events: %w", err)
+		}
+		for i := range out {
+			var headers string
+			err := tx.QueryRowContext(ctx, sqlitePayload, out[i].ID).
+				Scan(&headers, &out[i].Body, &out[i].Path, &out[i].RawQuery)
+			if err != nil {
+				return fmt.Errorf("read payload of event %d: %w", out[i].ID, err)
+			}
+			out[i].Headers = leasedHeaders(s.log, out[i].ID, headers)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Delivery) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Complete records outcomes fenced by id and lease token, and returns the
+// ids whose outcome took effect.
+func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
+	var done []int64
+	err := s.writeState(ctx, func(tx sqliteTx) error {
+		done = done[:0]
+		now := s.now()
+		for _, f := range fs {
+			f = f.storable()
+			next := sql.NullInt64{}
+			if f.Status == StatusRetry {
+				next = sql.NullInt64{Int64: now.Add(f.RetryIn).UnixNano(), Valid: true}
+			}
+			res, err := tx.ExecContext(ctx, sqliteComplete,
+				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:])
+			if err != nil {
+				return fmt.Errorf("complete event %d: %w", f.ID, err)
+			}
+			if n, _ := res.RowsAffected(); n == 0 {
+				continue
+			}
+			done = append(done, f.ID)
+			a := f.Attempt
+			if _, err := tx.ExecContext(ctx, sqliteInsertAttempt, f.ID, a.Number, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.Error, a.ResponseExcerpt); err != nil {
+				return fmt.Errorf("record attempt of event %d: %w", f.ID, err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("complete %d deliveries: %w", len(fs), err)
+	}
+	return done, nil
+}
+
+// Release hands unfinished leases back without spending their attempt.
+func (s *SQLite) Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error) {
+	return s.Hold(ctx, releases(ids, tokens))
+}
+
+// Hold hands leases back without spending their attempt, each due after
+// its For and showing its Reason (see Postgres.Hold).
+func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
+	n := 0
+	err := s.writeState(ctx, func(tx sqliteTx) error {
+		n = 0
+		now := s.now()
+		for _, h := range hs {
+			res, err := tx.ExecContext(ctx, sqliteHold, now.Add(h.For).UnixNano(), storableText(h.Reason, maxErrorBytes),
+				now.UnixNano(), h.ID, h.LeaseToken[:])
+			if err != nil {
+				return err
+			}
+			c, _ := res.RowsAffected()
+			n += int(c)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("hand back %d leases: %w", len(hs), err)
+	}
+	return n, nil
+}
+
+// ReapExpired returns expired leases to retry, or dead when the budget is
+// spent.
+func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
+	n := 0
+	err := s.writeState(ctx, func(tx sqliteTx) error {
+		now := s.now().UnixNano()
+		res, err := tx.ExecContext(ctx, sqliteReap, maxAttempts, now, now, now)
+		if err != nil {
+			return err
+		}
+		c, _ := res.RowsAffected()
+		n = int(c)
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("reap expired leases: %w", err)
+	}
+	return n, nil
+}
+
+// The delivery path's statements, prepared once on the writer connection
+// (see SQLite.prepareHot).
+const (
+	sqliteLease = `
+UPDATE whguard_events
+SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16),
+    lease_expires_at = ?, updated_at = ?
+WHERE id IN (
+    SELECT id FROM whguard_events
+    WHERE status IN ('pending', 'retry') AND next_attempt_at <= ?
+    ORDER BY next_attempt_at, id LIMIT ?)
+RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at`
+	sqlitePayload  = `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`
+	sqliteComplete = `
+UPDATE whguard_events
+SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?, hold_reason = '',
+    lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+WHERE id = ? AND lease_token = ? AND status = 'processing'`
+	sqliteInsertAttempt = `
+INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
+VALUES (?, ?, ?, ?, ?, ?, ?)`
+	sqliteHold = `
+UPDATE whguard_events
+SET status = CASE WHEN attempts - 1 > budget_base OR last_error <> '' THEN 'retry' ELSE 'pending' END,
+    attempts = attempts - 1, next_attempt_at = ?, hold_reason = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+WHERE id = ? AND lease_token = ? AND status = 'processing'`
+	// "status <> 'done'" repeats whguard_events_undone's predicate: SQLite
+	// only uses a partial index when the query names its WHERE clause, and
+	// the reaper has no index of its own (migration 0004).
+	sqliteReap = `
+UPDATE whguard_events
+SET status = CASE WHEN attempts - budget_base >= ? THEN 'dead' ELSE 'retry' END,
+    last_error = 'lease expired: the worker stopped or overran its lease',
+    next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
+)

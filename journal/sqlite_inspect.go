@@ -1,0 +1,246 @@
+package journal
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+)
+
+const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
+
+func scanSQLiteSummary(sc interface{ Scan(...any) error }) (Summary, error) {
+	var (
+		sm           Summary
+		recv, nextAt int64
+	)
+	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held)
+	sm.ReceivedAt, sm.NextAttemptAt = time.Unix(0, recv).UTC(), time.Unix(0, nextAt).UTC()
+	return sm, err
+}
+
+// List returns events newest first and the next cursor.
+func (s *SQLite) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
+	return listEvents(ctx, s, f)
+}
+
+func (s *SQLite) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	since := sqliteSince(f.Since)
+	rows, err := s.r.QueryContext(ctx, `
+SELECT `+sqliteSummaryColumns+` FROM whguard_events
+WHERE (? = '' OR status = ?) AND (? = '' OR provider = ?) AND (? = 0 OR id < ?) AND (? IS NULL OR received_at >= ?)
+ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since, n)
+	if err != nil {
+		return nil, err
+	}
+	var out []Summary
+	err = eachRow(rows, func() error {
+		sm, err := scanSQLiteSummary(rows)
+		out = append(out, sm)
+		return err
+	})
+	return out, err
+}
+
+// sqliteSince binds an optional lower bound on received_at: NULL when t is
+// zero (no bound), else its Unix nanoseconds.
+func sqliteSince(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t.UnixNano()
+}
+
+// Get returns one event with its payload, attempts and replays.
+func (s *SQLite) Get(ctx context.Context, id int64) (*Detail, error) {
+	return getEvent(ctx, s, id)
+}
+
+func (s *SQLite) getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error) {
+	var (
+		d       Detail
+		headers sql.NullString
+		pl      storedPayload
+	)
+	sm, err := scanSQLiteSummary(s.r.QueryRowContext(ctx, `SELECT `+sqliteSummaryColumns+` FROM whguard_events WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, pl, ErrNotFound
+	}
+	if err != nil {
+		return nil, pl, fmt.Errorf("get event %d: %w", id, err)
+	}
+	d.Summary = sm
+	err = s.r.QueryRowContext(ctx, `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`, id).
+		Scan(&headers, &pl.body, &d.Path, &d.RawQuery)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return nil, pl, fmt.Errorf("get payload of event %d: %w", id, err)
+	}
+	pl.headers, pl.kept = headers.String, headers.Valid
+	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM whguard_conflicts WHERE event_row_id = ?`, id).Scan(&d.Conflicts); err != nil {
+		return nil, pl, fmt.Errorf("count conflicts of event %d: %w", id, err)
+	}
+	rows, err := s.r.QueryContext(ctx, `
+SELECT number, started_at, duration_ms, status_code, error, response_excerpt
+FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
+	if err != nil {
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
+	}
+	var (
+		a       Attempt
+		started int64
+	)
+	if err := eachRow(rows, func() error {
+		a.StartedAt = time.Unix(0, started).UTC()
+		d.AttemptLog = append(d.AttemptLog, a)
+		return nil
+	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
+		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
+	}
+	rows, err = s.r.QueryContext(ctx, `SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
+	}
+	var (
+		rp Replay
+		at int64
+	)
+	if err := eachRow(rows, func() error {
+		rp.ReplayedAt = time.Unix(0, at).UTC()
+		d.Replays = append(d.Replays, rp)
+		return nil
+	}, &rp.FromStatus, &rp.Reason, &at); err != nil {
+		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
+	}
+	return &d, pl, nil
+}
+
+// Replay sends a dead or done event back to retry with a fresh budget and
+// audits why.
+func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
+	return replayEvent(ctx, s, id, reason)
+}
+
+// replayEvent looks at the event and replays it in the same transaction
+// (the single writer: nothing changes it in between).
+func (s *SQLite) replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error) {
+	var t replayTarget
+	err := s.write(ctx, func(tx sqliteTx) error {
+		err := tx.QueryRowContext(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = ?)
+			FROM whguard_events WHERE id = ?`, id, id).Scan(&t.status, &t.hasPayload)
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		t.found = true
+		if !t.replayable() {
+			return nil
+		}
+		if err := s.replayOne(ctx, tx, id, t.status, reason); err != nil {
+			return err
+		}
+		t.replayed = true
+		return nil
+	})
+	return t, err
+}
+
+func (s *SQLite) replayOne(ctx context.Context, tx sqliteTx, id int64, from Status, reason string) error {
+	now := s.now().UnixNano()
+	if _, err := tx.ExecContext(ctx, `
+UPDATE whguard_events SET status = 'retry', next_attempt_at = ?, budget_base = attempts, updated_at = ?
+WHERE id = ?`, now, now, id); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO whguard_replays (event_row_id, from_status, reason, replayed_at) VALUES (?, ?, ?, ?)`,
+		id, string(from), reason, now)
+	return err
+}
+
+// BulkReplay replays matching dead or done events in batches of 100,
+// walking ids forward up to the newest id at its start.
+func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
+	return bulkReplay(ctx, s, f, reason)
+}
+
+func (s *SQLite) newestID(ctx context.Context) (int64, error) {
+	var id int64
+	err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
+	return id, err
+}
+
+// replayNext selects and replays a batch in one write transaction.
+func (s *SQLite) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
+	var b replayedBatch
+	since := sqliteSince(w.since)
+	err := s.write(ctx, func(tx sqliteTx) error {
+		b = replayedBatch{}
+		rows, err := tx.QueryContext(ctx, `
+SELECT id FROM whguard_events e
+WHERE status = ? AND (? = '' OR provider = ?) AND (? IS NULL OR received_at >= ?) AND id > ? AND id <= ?
+  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
+ORDER BY id LIMIT ?`, string(w.status), w.provider, w.provider, since, since, w.after, w.ceiling, w.limit)
+		if err != nil {
+			return err
+		}
+		var ids []int64
+		var id int64
+		if err := eachRow(rows, func() error {
+			ids = append(ids, id)
+			return nil
+		}, &id); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if err := s.replayOne(ctx, tx, id, w.status, w.reason); err != nil {
+				return err
+			}
+			b.replayed++
+		}
+		b.picked = len(ids)
+		if len(ids) > 0 {
+			b.last = ids[len(ids)-1]
+		}
+		return nil
+	})
+	return b, err
+}
+
+// Stats counts events by status and measures the oldest undelivered one.
+func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
+	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
+	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM whguard_events GROUP BY status`)
+	if err != nil {
+		return st, fmt.Errorf("count events: %w", err)
+	}
+	var (
+		status string
+		n      int
+	)
+	if err := eachRow(rows, func() error {
+		st.ByStatus[Status(status)] = n
+		return nil
+	}, &status, &n); err != nil {
+		return st, fmt.Errorf("count events: %w", err)
+	}
+	rows, err = s.r.QueryContext(ctx, `
+SELECT provider, min(received_at) FROM whguard_events
+WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
+	if err != nil {
+		return st, fmt.Errorf("oldest undelivered: %w", err)
+	}
+	now := s.now()
+	var (
+		provider string
+		oldest   int64
+	)
+	if err := eachRow(rows, func() error {
+		st.OldestUndelivered[provider] = now.Sub(time.Unix(0, oldest))
+		return nil
+	}, &provider, &oldest); err != nil {
+		return st, fmt.Errorf("oldest undelivered: %w", err)
+	}
+	return st, nil
+}

@@ -1,0 +1,189 @@
+package journal
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeDialect serves the shared logic from memory, recording its calls: it
+// tests the paging, walking and looping rules that the conformance suite
+// can only see through a real store.
+type fakeDialect struct {
+	ids     []int64 // matching events, ascending
+	walks   []replayWalk
+	target  replayTarget
+	events  []int // cleanupEvents results, one per call
+	cleaned []time.Time
+	failAt  int // replayNext call that fails, 1-based (0: none)
+	payload storedPayload
+}
+
+func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, error) {
+	var out []Summary
+	for i := len(d.ids) - 1; i >= 0 && len(out) < n; i-- {
+		if f.Before == 0 || d.ids[i] < f.Before {
+			out = append(out, Summary{ID: d.ids[i]})
+		}
+	}
+	return out, nil
+}
+
+func (d *fakeDialect) replayEvent(context.Context, int64, string) (replayTarget, error) {
+	return d.target, nil
+}
+
+func (d *fakeDialect) getEvent(_ context.Context, id int64) (*Detail, storedPayload, error) {
+	if id != 1 {
+		return nil, storedPayload{}, ErrNotFound
+	}
+	return &Detail{Summary: Summary{ID: 1}}, d.payload, nil
+}
+
+func (d *fakeDialect) newestID(context.Context) (int64, error) { return d.ids[len(d.ids)-1], nil }
+
+func (d *fakeDialect) replayNext(_ context.Context, w replayWalk) (replayedBatch, error) {
+	d.walks = append(d.walks, w)
+	if len(d.walks) == d.failAt {
+		return replayedBatch{}, errors.New("boom")
+	}
+	var b replayedBatch
+	for _, id := range d.ids {
+		if id > w.after && id <= w.ceiling && b.picked < w.limit {
+			b.picked++
+			b.last = id
+		}
+	}
+	b.replayed = b.picked
+	return b, nil
+}
+
+func (d *fakeDialect) cleanupEvents(_ context.Context, before time.Time, n int) (int, error) {
+	d.cleaned = append(d.cleaned, before)
+	r := d.events[0]
+	d.events = d.events[1:]
+	return r, nil
+}
+
+func (d *fakeDialect) cleanupPayloads(_ context.Context, before time.Time, n int) (int, error) {
+	d.cleaned = append(d.cleaned, before)
+	return n - 1, nil
+}
+
+func seq(n int) []int64 {
+	ids := make([]int64, n)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	return ids
+}
+
+func TestListEventsPages(t *testing.T) {
+	d := &fakeDialect{ids: seq(5)}
+	got, next, err := listEvents(context.Background(), d, Filter{Limit: 2})
+	if err != nil || len(got) != 2 || got[0].ID != 5 || got[1].ID != 4 || next != 4 {
+		t.Fatalf("first page %v, next %d, %v", got, next, err)
+	}
+	got, next, _ = listEvents(context.Background(), d, Filter{Limit: 2, Before: 2})
+	if len(got) != 1 || got[0].ID != 1 || next != 0 {
+		t.Fatalf("last page %v, next %d", got, next)
+	}
+}
+
+func TestGetEventFillsTheDetail(t *testing.T) {
+	ctx := context.Background()
+	if _, err := getEvent(ctx, &fakeDialect{}, 2); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing event: %v", err)
+	}
+	d, err := getEvent(ctx, &fakeDialect{}, 1) // payload dropped by retention
+	if err != nil || d.Headers == nil || len(d.Headers) != 0 || d.Body != "" || d.BodyBase64 != nil ||
+		d.AttemptLog == nil || d.Replays == nil {
+		t.Fatalf("event without payload: %+v, %v", d, err)
+	}
+	kept := storedPayload{kept: true, headers: `{"X-A":["1"]}`, body: []byte{0xff}}
+	d, err = getEvent(ctx, &fakeDialect{payload: kept}, 1)
+	if err != nil || d.Headers.Get("X-A") != "1" || d.Body != "" || string(d.BodyBase64) != "\xff" {
+		t.Fatalf("event with a binary body: %+v, %v", d, err)
+	}
+	kept.headers = "not json"
+	if _, err := getEvent(ctx, &fakeDialect{payload: kept}, 1); err == nil {
+		t.Fatal("unreadable stored headers: no error")
+	}
+}
+
+func TestBulkReplayWalk(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		events      int
+		limit       int
+		wantTotal   int
+		wantLimits  []int
+		wantAfters  []int64
+		failAt      int
+		wantFailure bool
+	}{
+		{name: "all, ending on a short batch", events: 250, wantTotal: 250, wantLimits: []int{100, 100, 100}, wantAfters: []int64{0, 100, 200}},
+		{name: "all, a full last batch", events: 200, wantTotal: 200, wantLimits: []int{100, 100, 100}, wantAfters: []int64{0, 100, 200}},
+		{name: "limit", events: 250, limit: 130, wantTotal: 130, wantLimits: []int{100, 30}, wantAfters: []int64{0, 100}},
+		{name: "limit beyond", events: 20, limit: 130, wantTotal: 20, wantLimits: []int{100}, wantAfters: []int64{0}},
+		{name: "failure keeps the count", events: 250, failAt: 2, wantTotal: 100, wantLimits: []int{100, 100}, wantAfters: []int64{0, 100}, wantFailure: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := &fakeDialect{ids: seq(tc.events), failAt: tc.failAt}
+			n, err := bulkReplay(context.Background(), d, Filter{Provider: "p", Limit: tc.limit}, "why")
+			if (err != nil) != tc.wantFailure || n != tc.wantTotal {
+				t.Fatalf("replayed %d, %v; want %d", n, err, tc.wantTotal)
+			}
+			if len(d.walks) != len(tc.wantLimits) {
+				t.Fatalf("%d batches, want %d: %+v", len(d.walks), len(tc.wantLimits), d.walks)
+			}
+			for i, w := range d.walks {
+				if w.limit != tc.wantLimits[i] || w.after != tc.wantAfters[i] || w.ceiling != int64(tc.events) ||
+					w.status != StatusDead || w.provider != "p" || w.reason != "why" {
+					t.Fatalf("batch %d: %+v", i, w)
+				}
+			}
+		})
+	}
+	if _, err := bulkReplay(context.Background(), &fakeDialect{}, Filter{Status: StatusRetry}, "x"); !errors.Is(err, ErrNotReplayable) {
+		t.Fatalf("bulk replay of retry events: %v", err)
+	}
+}
+
+func TestReplayRefusals(t *testing.T) {
+	for _, tc := range []struct {
+		target replayTarget
+		want   error
+		says   string
+	}{
+		{replayTarget{replayed: true}, nil, ""},
+		{replayTarget{}, ErrNotFound, ""},
+		{replayTarget{found: true, status: StatusDone}, ErrNotReplayable, "payload was dropped"},
+		{replayTarget{found: true, status: StatusRetry, hasPayload: true}, ErrNotReplayable, "event 7 is retry"},
+	} {
+		err := replayEvent(context.Background(), &fakeDialect{target: tc.target}, 7, "x")
+		if !errors.Is(err, tc.want) || (tc.want != nil && !strings.Contains(err.Error(), tc.says)) {
+			t.Errorf("%+v: %v, want %v saying %q", tc.target, err, tc.want, tc.says)
+		}
+	}
+}
+
+func TestCleanupLoopsUntilAShortBatch(t *testing.T) {
+	keys, payloads := time.Unix(100, 0), time.Unix(200, 0)
+	d := &fakeDialect{events: []int{cleanupBatch, cleanupBatch, 3}}
+	c, err := cleanup(context.Background(), d, keys, payloads)
+	if err != nil || c.Events != 2*cleanupBatch+3 || c.Payloads != cleanupBatch-1 {
+		t.Fatalf("cleaned %+v, %v", c, err)
+	}
+	want := []time.Time{keys, keys, keys, payloads}
+	if len(d.cleaned) != len(want) {
+		t.Fatalf("%d statements, want %d", len(d.cleaned), len(want))
+	}
+	for i := range want {
+		if !d.cleaned[i].Equal(want[i]) {
+			t.Fatalf("statement %d cut at %v, want %v", i, d.cleaned[i], want[i])
+		}
+	}
+}
