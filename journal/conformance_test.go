@@ -45,6 +45,7 @@ func TestConformance(t *testing.T) {
 		{"GroupCommit", testGroupCommit},
 		{"CompleteStoresAnyExcerpt", testCompleteStoresAnyExcerpt},
 		{"HoldSpendsNoAttempt", testHoldSpendsNoAttempt},
+		{"FindByEventIDAndConflicts", testFindByEventIDAndConflicts},
 	}
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		for _, tc := range tests {
@@ -898,5 +899,58 @@ func testHoldSpendsNoAttempt(t *testing.T, s journal.Store) {
 	}
 	if got := get(t, s, id); got.Held != "" || got.Status != journal.StatusDone {
 		t.Fatalf("after delivery: %+v", got.Summary)
+	}
+}
+
+// testFindByEventIDAndConflicts: events are found by the provider's id,
+// exactly or by prefix, within a provider or a set of them; conflicting
+// copies are listed with their payloads.
+func testFindByEventIDAndConflicts(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	a := appendOne(t, s, ev("stripe", "evt_123", "h1")).ID
+	appendOne(t, s, ev("stripe", "evt_1234", "h"))
+	appendOne(t, s, ev("github", "evt_123", "h"))
+	ids := func(f journal.Filter) []string {
+		evs, _, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.Provider+"/"+e.EventID)
+		}
+		return out
+	}
+	if got := ids(journal.Filter{EventID: "evt_123"}); len(got) != 2 {
+		t.Fatalf("exact evt_123: %v", got)
+	}
+	if got := ids(journal.Filter{EventID: "evt_123", Provider: "stripe"}); len(got) != 1 || got[0] != "stripe/evt_123" {
+		t.Fatalf("exact within stripe: %v", got)
+	}
+	if got := ids(journal.Filter{EventID: "evt_123", Providers: []string{"stripe", "shopify"}}); len(got) != 1 || got[0] != "stripe/evt_123" {
+		t.Fatalf("exact within a provider set: %v", got)
+	}
+	if got := ids(journal.Filter{EventID: "evt_12", EventIDPrefix: true, Provider: "stripe"}); len(got) != 2 {
+		t.Fatalf("prefix evt_12 within stripe: %v", got)
+	}
+	if got := ids(journal.Filter{EventID: "evt_12"}); len(got) != 0 {
+		t.Fatalf("exact evt_12 matched: %v", got)
+	}
+	if got := ids(journal.Filter{EventID: "%", EventIDPrefix: true}); len(got) != 0 {
+		t.Fatalf("prefix %% matched: %v", got)
+	}
+
+	if r := appendOne(t, s, ev("stripe", "evt_123", "h2")); r.Outcome != journal.Conflict {
+		t.Fatalf("outcome %v", r.Outcome)
+	}
+	cs, err := s.Conflicts(ctx, a)
+	if err != nil || len(cs) != 1 {
+		t.Fatalf("conflicts: %v %v", cs, err)
+	}
+	if cs[0].ContentHash != "h2" || cs[0].Body != `{"id":"evt_123","h":"h2"}` || cs[0].Headers.Get("Webhook-Id") != "evt_123" || cs[0].ReceivedAt.IsZero() {
+		t.Fatalf("conflict %+v", cs[0])
+	}
+	if _, err := s.Conflicts(ctx, 999999); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("conflicts of no event: %v", err)
 	}
 }

@@ -40,6 +40,17 @@ type Detail struct {
 	Conflicts  int       `json:"conflicts"`
 }
 
+// ConflictCopy is one copy of an event received under its key with other
+// content (the first payload is the one kept and delivered).
+type ConflictCopy struct {
+	ContentHash string      `json:"content_hash"`
+	ReceivedAt  time.Time   `json:"received_at"`
+	Headers     http.Header `json:"headers"`
+	// Body is the raw body when it is valid UTF-8; otherwise BodyBase64.
+	Body       string `json:"body"`
+	BodyBase64 []byte `json:"body_base64,omitempty"`
+}
+
 // Replay is one audited replay.
 type Replay struct {
 	FromStatus Status    `json:"from_status"`
@@ -51,6 +62,14 @@ type Replay struct {
 type Filter struct {
 	Status   Status
 	Provider string
+	// Providers, when Provider is "", restricts to these providers (the
+	// configured ones): an event-id lookup then goes by the unique key
+	// instead of scanning.
+	Providers []string
+	// EventID matches the provider's event id exactly, or as a prefix with
+	// EventIDPrefix.
+	EventID       string
+	EventIDPrefix bool
 	// Before is a cursor: only ids below it (newest first paging).
 	Before int64
 	// Since: only events received at or after it.

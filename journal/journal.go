@@ -38,6 +38,7 @@ type Store interface {
 
 	List(ctx context.Context, f Filter) ([]Summary, int64, error)
 	Get(ctx context.Context, id int64) (*Detail, error)
+	Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
 

@@ -16,15 +16,46 @@ func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error)
 }
 
 func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	// An exact event id with a provider (or the configured providers) is
+	// found through the unique key; the general pool plans each query for
+	// its own values, so the other filters cost nothing when unset.
 	rows, err := p.pool.Query(ctx, `
 SELECT `+summaryColumns+` FROM whguard_events
 WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 0 OR id < $3::bigint)
   AND ($4::timestamptz IS NULL OR received_at >= $4)
-ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n)
+  AND (coalesce(cardinality($6::text[]), 0) = 0 OR provider = ANY ($6::text[]))
+  AND ($7 = '' OR CASE WHEN $8 THEN starts_with(event_id, $7) ELSE event_id = $7 END)
+ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n,
+		providersFilter(f), f.EventID, f.EventIDPrefix)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanSummary)
+}
+
+// Conflicts returns the copies of event id received with other content,
+// oldest first.
+func (p *Postgres) Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error) {
+	return listConflicts(ctx, p, id)
+}
+
+func (p *Postgres) listConflicts(ctx context.Context, id int64) ([]storedConflict, error) {
+	rows, err := p.pool.Query(ctx, `
+SELECT content_hash, received_at, headers, body FROM whguard_conflicts WHERE event_row_id = $1 ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		c       storedConflict
+		headers []byte
+		out     []storedConflict
+	)
+	_, err = pgx.ForEachRow(rows, []any{&c.hash, &c.receivedAt, &headers, &c.body}, func() error {
+		c.headers = string(headers)
+		out = append(out, c)
+		return nil
+	})
+	return out, err
 }
 
 // Get returns one event with everything recorded about it.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -27,10 +28,22 @@ func (s *SQLite) List(ctx context.Context, f Filter) ([]Summary, int64, error) {
 
 func (s *SQLite) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
 	since := sqliteSince(f.Since)
+	providers := providersFilter(f)
+	inProviders := "1"
+	args := []any{string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since,
+		f.EventID, f.EventIDPrefix, f.EventID, f.EventID, f.EventID}
+	if len(providers) > 0 {
+		inProviders = "provider IN (?" + strings.Repeat(", ?", len(providers)-1) + ")"
+		for _, p := range providers {
+			args = append(args, p)
+		}
+	}
 	rows, err := s.r.QueryContext(ctx, `
 SELECT `+sqliteSummaryColumns+` FROM whguard_events
 WHERE (? = '' OR status = ?) AND (? = '' OR provider = ?) AND (? = 0 OR id < ?) AND (? IS NULL OR received_at >= ?)
-ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Provider, f.Before, f.Before, since, since, n)
+  AND (? = '' OR CASE WHEN ? THEN substr(event_id, 1, length(?)) = ? ELSE event_id = ? END)
+  AND `+inProviders+`
+ORDER BY id DESC LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, err
 	}
@@ -40,6 +53,31 @@ ORDER BY id DESC LIMIT ?`, string(f.Status), string(f.Status), f.Provider, f.Pro
 		out = append(out, sm)
 		return err
 	})
+	return out, err
+}
+
+// Conflicts returns the copies of event id received with other content,
+// oldest first.
+func (s *SQLite) Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error) {
+	return listConflicts(ctx, s, id)
+}
+
+func (s *SQLite) listConflicts(ctx context.Context, id int64) ([]storedConflict, error) {
+	rows, err := s.r.QueryContext(ctx, `
+SELECT content_hash, received_at, headers, body FROM whguard_conflicts WHERE event_row_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		c   storedConflict
+		at  int64
+		out []storedConflict
+	)
+	err = eachRow(rows, func() error {
+		c.receivedAt = time.Unix(0, at)
+		out = append(out, c)
+		return nil
+	}, &c.hash, &at, &c.headers, &c.body)
 	return out, err
 }
 

@@ -27,6 +27,9 @@ type dialect interface {
 	// getEvent reads one event (ErrNotFound when there is none) with its
 	// conflict count, attempts and replays, and its payload as stored.
 	getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error)
+	// listConflicts returns the conflicting copies of event id, oldest
+	// first, as stored.
+	listConflicts(ctx context.Context, id int64) ([]storedConflict, error)
 	// replayEvent sends event id back to retry and audits why, when it is
 	// replayable, and reports what it found.
 	replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error)
@@ -64,6 +67,15 @@ func listEvents(ctx context.Context, d dialect, f Filter) ([]Summary, int64, err
 	return out, next, nil
 }
 
+// providersFilter is the provider set a listing is restricted to: none
+// when one provider is named.
+func providersFilter(f Filter) []string {
+	if f.Provider != "" {
+		return nil
+	}
+	return f.Providers
+}
+
 // storedPayload is an event's payload as stored.
 type storedPayload struct {
 	// kept is false once retention dropped the payload.
@@ -94,6 +106,36 @@ func getEvent(ctx context.Context, d dialect, id int64) (*Detail, error) {
 		det.Replays = []Replay{}
 	}
 	return det, nil
+}
+
+// storedConflict is one conflicting copy as stored.
+type storedConflict struct {
+	hash       string
+	receivedAt time.Time
+	headers    string
+	body       []byte
+}
+
+// listConflicts returns the conflicting copies of event id, oldest first:
+// ErrNotFound when there is no such event.
+func listConflicts(ctx context.Context, d dialect, id int64) ([]ConflictCopy, error) {
+	if _, _, err := d.getEvent(ctx, id); err != nil {
+		return nil, err
+	}
+	stored, err := d.listConflicts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("list conflicts of event %d: %w", id, err)
+	}
+	out := make([]ConflictCopy, len(stored))
+	for i, c := range stored {
+		h, err := decodeHeaders(c.headers)
+		if err != nil {
+			return nil, fmt.Errorf("decode headers of a conflict of event %d: %w", id, err)
+		}
+		out[i] = ConflictCopy{ContentHash: c.hash, ReceivedAt: c.receivedAt.UTC(), Headers: h}
+		out[i].Body, out[i].BodyBase64 = bodyText(c.body)
+	}
+	return out, nil
 }
 
 // replayTarget is what a replay found of its event.

@@ -35,6 +35,10 @@ func (d *fakeDialect) replayEvent(context.Context, int64, string) (replayTarget,
 	return d.target, nil
 }
 
+func (d *fakeDialect) listConflicts(context.Context, int64) ([]storedConflict, error) {
+	return nil, nil
+}
+
 func (d *fakeDialect) getEvent(_ context.Context, id int64) (*Detail, storedPayload, error) {
 	if id != 1 {
 		return nil, storedPayload{}, ErrNotFound

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -19,6 +20,7 @@ import (
 type Inspector interface {
 	List(ctx context.Context, f journal.Filter) ([]journal.Summary, int64, error)
 	Get(ctx context.Context, id int64) (*journal.Detail, error)
+	Conflicts(ctx context.Context, id int64) ([]journal.ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
 }
@@ -36,12 +38,15 @@ type APIConfig struct {
 	// RedactHeaders adds header names to DefaultRedactedHeaders, whose
 	// values the API never shows (WHGUARD_REDACT_HEADERS).
 	RedactHeaders []string
+	// Providers are the configured provider names: a lookup by the
+	// provider's event id searches them through the journal's unique key.
+	Providers []string
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
-	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders)}
+	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -51,6 +56,7 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /api/events", a.list)
 	mux.HandleFunc("GET /api/events/{id}", a.show)
+	mux.HandleFunc("GET /api/events/{id}/conflicts", a.conflicts)
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
@@ -62,8 +68,9 @@ func NewAPI(cfg APIConfig) http.Handler {
 type api struct {
 	store    Inspector
 	onReplay func()
-	log      *zap.Logger
-	redact   redactor
+	log       *zap.Logger
+	redact    redactor
+	providers []string
 }
 
 var validStatus = map[journal.Status]bool{
@@ -74,9 +81,14 @@ var validStatus = map[journal.Status]bool{
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	f := journal.Filter{Status: journal.Status(q.Get("status")), Provider: q.Get("provider")}
-	if !cleanText(f.Provider) {
-		apiError(w, http.StatusBadRequest, "provider must be printable UTF-8")
+	if !cleanText(f.Provider) || !cleanText(q.Get("event_id")) {
+		apiError(w, http.StatusBadRequest, "provider and event_id must be printable UTF-8")
 		return
+	}
+	// event_id matches exactly; a trailing * makes it a prefix.
+	if id := q.Get("event_id"); id != "" {
+		f.EventID, f.EventIDPrefix = strings.CutSuffix(id, "*")
+		f.Providers = a.providers
 	}
 	if !validStatus[f.Status] {
 		apiError(w, http.StatusBadRequest, "status must be pending, processing, done, retry or dead")
@@ -112,7 +124,7 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) show(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, ok := a.resolve(w, r)
 	if !ok {
 		return
 	}
@@ -129,6 +141,64 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, d)
 }
 
+func (a *api) conflicts(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.resolve(w, r)
+	if !ok {
+		return
+	}
+	cs, err := a.store.Conflicts(r.Context(), id)
+	if errors.Is(err, journal.ErrNotFound) {
+		apiError(w, http.StatusNotFound, "no such event")
+		return
+	}
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	for i := range cs {
+		cs[i].Headers = a.redact.headers(cs[i].Headers)
+	}
+	if cs == nil {
+		cs = []journal.ConflictCopy{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"id": id, "conflicts": cs})
+}
+
+// resolve reads the {id} of a path: the journal's row id (a positive
+// integer), or the provider's event id (evt_…, a webhook-id, a delivery
+// GUID). With ?provider=, {id} is always the provider's event id of that
+// provider. An event id that several providers used answers 409, asking
+// for ?provider=.
+func (a *api) resolve(w http.ResponseWriter, r *http.Request) (int64, bool) {
+	raw, provider := r.PathValue("id"), r.URL.Query().Get("provider")
+	if provider == "" {
+		if id, err := strconv.ParseInt(raw, 10, 64); err == nil {
+			if id <= 0 {
+				apiError(w, http.StatusBadRequest, "event id must be a positive integer or a provider's event id")
+				return 0, false
+			}
+			return id, true
+		}
+	}
+	if raw == "" || len(raw) > 512 || !cleanText(raw) || !cleanText(provider) {
+		apiError(w, http.StatusBadRequest, "event id must be a positive integer or a provider's event id")
+		return 0, false
+	}
+	evs, _, err := a.store.List(r.Context(), journal.Filter{EventID: raw, Provider: provider, Providers: a.providers, Limit: 2})
+	switch {
+	case err != nil:
+		a.unavailable(w, err)
+		return 0, false
+	case len(evs) == 0:
+		apiError(w, http.StatusNotFound, "no such event")
+		return 0, false
+	case len(evs) > 1:
+		apiError(w, http.StatusConflict, "several providers have an event with this id: add ?provider=")
+		return 0, false
+	}
+	return evs[0].ID, true
+}
+
 type replayRequest struct {
 	Reason   string `json:"reason"`
 	Status   string `json:"status"`
@@ -138,7 +208,7 @@ type replayRequest struct {
 }
 
 func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := pathID(w, r)
+	id, ok := a.resolve(w, r)
 	if !ok {
 		return
 	}
@@ -241,15 +311,6 @@ func cleanText(s string) bool {
 		}
 	}
 	return true
-}
-
-func pathID(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
-	if err != nil || id <= 0 {
-		apiError(w, http.StatusBadRequest, "event id must be a positive integer")
-		return 0, false
-	}
-	return id, true
 }
 
 func intParam(s string, lo, hi int) (int, error) {

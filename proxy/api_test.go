@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 )
@@ -372,4 +373,62 @@ func TestAdminAnswersLoopbackAndListedHostsOnly(t *testing.T) {
 	if rec.Code != 404 {
 		t.Errorf("probes serve /api/events: %d", rec.Code)
 	}
+}
+
+// TestAPIFindsEventsByTheProvidersID: the id a provider shows (evt_…)
+// finds its event wherever a row id does; ?event_id= filters exactly (a
+// trailing * for a prefix); an id two providers used asks for ?provider=;
+// conflicting copies are listed, credentials redacted.
+func TestAPIFindsEventsByTheProvidersID(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := testdb.OpenStore(t, store, true)
+		ctx := context.Background()
+		mk := func(provider, id, hash string) journal.Event {
+			return journal.Event{Provider: provider, EventID: id, ContentHash: hash, Body: []byte(`{"h":"` + hash + `"}`), Path: "/",
+				Headers: http.Header{"Authorization": {"Bearer sender-secret"}}}
+		}
+		res, err := j.Append(ctx, []journal.Event{mk("stripe", "evt_1", "a"), mk("stripe", "evt_12", "b"), mk("github", "dup", "c"), mk("stripe", "dup", "d")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := j.Append(ctx, []journal.Event{mk("stripe", "evt_1", "other")}); err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+			Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+			API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"stripe", "github"}}),
+		}))
+		defer srv.Close()
+		a := &apiFixture{srv: srv, j: j}
+		if s, m := a.do(t, "GET", "/api/events/evt_1", "tok", ""); s != 200 || m["id"].(float64) != float64(res[0].ID) || m["conflicts"].(float64) != 1 {
+			t.Fatalf("by provider id: %d %v", s, m)
+		}
+		if s, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", res[1].ID), "tok", ""); s != 200 || m["event_id"] != "evt_12" {
+			t.Fatalf("by row id: %d %v", s, m)
+		}
+		if s, m := a.do(t, "GET", "/api/events/dup", "tok", ""); s != 409 {
+			t.Fatalf("ambiguous: %d %v", s, m)
+		}
+		if s, m := a.do(t, "GET", "/api/events/dup?provider=github", "tok", ""); s != 200 || m["id"].(float64) != float64(res[2].ID) {
+			t.Fatalf("with provider: %d %v", s, m)
+		}
+		if s, _ := a.do(t, "GET", "/api/events/evt_404", "tok", ""); s != 404 {
+			t.Fatalf("unknown: %d", s)
+		}
+		if _, m := a.do(t, "GET", "/api/events?event_id=evt_1", "tok", ""); len(m["events"].([]any)) != 1 {
+			t.Fatalf("?event_id= exact: %v", m)
+		}
+		if _, m := a.do(t, "GET", "/api/events?event_id=evt_1*", "tok", ""); len(m["events"].([]any)) != 2 {
+			t.Fatalf("?event_id= prefix: %v", m)
+		}
+		s, m := a.do(t, "GET", "/api/events/evt_1/conflicts", "tok", "")
+		cs, _ := m["conflicts"].([]any)
+		if s != 200 || len(cs) != 1 {
+			t.Fatalf("conflicts: %d %v", s, m)
+		}
+		c := cs[0].(map[string]any)
+		if c["body"] != `{"h":"other"}` || c["headers"].(map[string]any)["Authorization"].([]any)[0] != proxy.Redacted {
+			t.Fatalf("conflict %v", c)
+		}
+	})
 }

@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 )
 
@@ -38,6 +40,10 @@ func TestInspectorInBrowser(t *testing.T) {
 	a := newAPIFixture(t, "postgres", 3, 1)
 	dead := a.events["e000"]
 	held := holdOne(t, a.j, "no_backend")
+	if _, err := a.j.Append(context.Background(), []journal.Event{{Provider: "alpha", EventID: "e000", ContentHash: "h2",
+		Body: []byte(`{"n":"a conflicting copy"}`), Path: "/webhooks/x", Headers: http.Header{}}}); err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
 		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
 		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
@@ -110,7 +116,9 @@ func TestInspectorInBrowser(t *testing.T) {
 	if !strings.Contains(title, fmt.Sprintf("Event %d", dead)) || !strings.Contains(title, "dead") {
 		t.Fatalf("detail title %q", title)
 	}
-	for _, want := range []string{"backend answered 500", `"n": 0`, "Attempts (1)", "oops"} {
+	waitJS("the conflicting copy", `document.getElementById("detail").textContent.includes("a conflicting copy")`)
+	detail = text("#detail")
+	for _, want := range []string{"backend answered 500", `"n": 0`, "Attempts (1)", "oops", "Conflicting copies (1)"} {
 		if !strings.Contains(detail, want) {
 			t.Fatalf("detail lacks %q:\n%s", want, detail)
 		}

@@ -45,9 +45,13 @@ func (c cliConfig) baseURL() string {
 
 const eventsUsage = `usage:
   whguard events list   [-status S] [-provider P] [-limit N] [-before ID] [-json]
-  whguard events show   ID
-  whguard events replay ID -reason WHY
+  whguard events show      ID [-provider P]
+  whguard events conflicts ID [-provider P]
+  whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done] [-provider P] [-since RFC3339] [-limit N] -reason WHY
+
+ID is the journal's row id or the provider's event id (evt_…, a webhook-id);
+-provider says whose when several providers used that id.
 
 Talks to the admin API at WHGUARD_ADMIN_URL (default: derived from
 WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
@@ -79,6 +83,8 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		err = c.list(args[1:], stdout)
 	case "show":
 		err = c.show(args[1:], stdout)
+	case "conflicts":
+		err = c.conflicts(args[1:], stdout)
 	case "replay":
 		err = c.replay(args[1:], stdout)
 	default:
@@ -209,16 +215,54 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 	return nil
 }
 
-func (c *apiClient) show(args []string, w io.Writer) error {
-	if len(args) != 1 {
-		return usageError("show takes one event id\n" + eventsUsage)
+// eventPath is the API path of one event: id is the journal's row id or
+// the provider's event id (evt_…); provider, when set, says whose.
+func eventPath(id, provider, suffix string) string {
+	p := "/api/events/" + url.PathEscape(id) + suffix
+	if provider != "" {
+		p += "?provider=" + url.QueryEscape(provider)
 	}
-	id, err := strconv.ParseInt(args[0], 10, 64)
+	return p
+}
+
+// showArgs parses `ID [-provider P]`, the id before or after the flag.
+func showArgs(name string, args []string) (id, provider string, err error) {
+	fs := flag.NewFlagSet("events "+name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	prov := fs.String("provider", "", "the provider whose event id ID is")
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", "", usageError(err.Error() + "\n" + eventsUsage)
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	} else if fs.NArg() > 0 {
+		id = ""
+	}
+	if id == "" {
+		return "", "", usageError(name + " takes one event id (the journal's, or the provider's such as evt_…)\n" + eventsUsage)
+	}
+	return id, *prov, nil
+}
+
+func (c *apiClient) show(args []string, w io.Writer) error {
+	return c.printEvent("show", "", args, w)
+}
+
+func (c *apiClient) conflicts(args []string, w io.Writer) error {
+	return c.printEvent("conflicts", "/conflicts", args, w)
+}
+
+// printEvent prints the API's JSON about one event, indented.
+func (c *apiClient) printEvent(name, suffix string, args []string, w io.Writer) error {
+	id, provider, err := showArgs(name, args)
 	if err != nil {
-		return usageError("event id must be a number")
+		return err
 	}
 	var detail json.RawMessage
-	if err := c.call(http.MethodGet, fmt.Sprintf("/api/events/%d", id), nil, &detail); err != nil {
+	if err := c.call(http.MethodGet, eventPath(id, provider, suffix), nil, &detail); err != nil {
 		return err
 	}
 	var out bytes.Buffer
@@ -264,15 +308,13 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "replayed %d events\n", resp.Replayed)
 	case !*all && id != "":
-		n, err := strconv.ParseInt(id, 10, 64)
-		if err != nil {
-			return usageError("event id must be a number")
+		var resp struct {
+			ID int64 `json:"id"`
 		}
-		var resp map[string]any
-		if err := c.call(http.MethodPost, fmt.Sprintf("/api/events/%d/replay", n), map[string]string{"reason": *reason}, &resp); err != nil {
+		if err := c.call(http.MethodPost, eventPath(id, *provider, "/replay"), map[string]string{"reason": *reason}, &resp); err != nil {
 			return err
 		}
-		fmt.Fprintf(w, "event %d replayed: due now, same payload and Idempotency-Key\n", n)
+		fmt.Fprintf(w, "event %d replayed: due now, same payload and Idempotency-Key\n", resp.ID)
 	default:
 		return usageError("give either one event id or -all\n" + eventsUsage)
 	}

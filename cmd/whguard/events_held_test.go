@@ -65,3 +65,37 @@ func TestEventsErrorHidesTheAdminURLPassword(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestEventsShowByProvidersID: `whguard events show evt_…` finds the event
+// by the id its provider shows (it answered "event id must be a number"),
+// and `whguard events conflicts` lists the copies received with other
+// content.
+func TestEventsShowByProvidersID(t *testing.T) {
+	ctx := context.Background()
+	j := testdb.OpenStore(t, "sqlite", true)
+	mk := func(hash string) journal.Event {
+		return journal.Event{Provider: "stripe", EventID: "evt_1Abc", ContentHash: hash, Body: []byte(`{"v":"` + hash + `"}`), Path: "/", Headers: http.Header{}}
+	}
+	if _, err := j.Append(ctx, []journal.Event{mk("first")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := j.Append(ctx, []journal.Event{mk("second")}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"stripe"}}),
+	}))
+	defer srv.Close()
+	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
+	for _, args := range [][]string{{"events", "show", "evt_1Abc"}, {"events", "show", "evt_1Abc", "-provider", "stripe"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, env, &out, &errb); code != 0 || !strings.Contains(out.String(), `"event_id": "evt_1Abc"`) {
+			t.Fatalf("%v: %d\n%s%s", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"events", "conflicts", "evt_1Abc"}, env, &out, &errb); code != 0 || !strings.Contains(out.String(), `{\"v\":\"second\"}`) {
+		t.Fatalf("conflicts: %d\n%s%s", code, out.String(), errb.String())
+	}
+}
