@@ -130,6 +130,9 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if s.tsHeader != "" {
+		return hmacTimestampScheme{s}, nil
+	}
 	return s, nil
 }
 
@@ -206,26 +209,31 @@ func (s *hmacScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if err != nil {
 		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, s.sigHeader, err)
 	}
-	var sumBuf [sha512.Size]byte
 	for _, key := range s.keys {
-		mac := hmac.New(s.newHash, key)
-		for _, seg := range s.template {
-			switch seg.part {
-			case hmacPartLiteral:
-				mac.Write([]byte(seg.literal))
-			case hmacPartID:
-				mac.Write([]byte(id))
-			case hmacPartTimestamp:
-				mac.Write([]byte(ts))
-			case hmacPartBody:
-				mac.Write(in.Body)
-			}
-		}
-		if hmac.Equal(mac.Sum(sumBuf[:0]), sig) {
+		if hmac.Equal(s.sign(key, id, ts, in.Body), sig) {
 			return Verified{}, nil
 		}
 	}
 	return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+}
+
+// sign returns the MAC of the template filled in with id, ts and body.
+func (s *hmacScheme) sign(key []byte, id, ts string, body []byte) []byte {
+	mac := hmac.New(s.newHash, key)
+	for _, seg := range s.template {
+		switch seg.part {
+		case hmacPartLiteral:
+			mac.Write([]byte(seg.literal))
+		case hmacPartID:
+			mac.Write([]byte(id))
+		case hmacPartTimestamp:
+			mac.Write([]byte(ts))
+		case hmacPartBody:
+			mac.Write(body)
+		}
+	}
+	var sum [sha512.Size]byte
+	return mac.Sum(sum[:0])
 }
 
 // decodeSignature strips the prefix (required when configured) and decodes
