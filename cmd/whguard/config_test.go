@@ -164,7 +164,8 @@ func readmeTable(t *testing.T, header string) [][]string {
 }
 
 // The README's scheme table lists the registry's schemes, in order, with
-// their required variables and default tolerances.
+// their required variables, default tolerances and whether they are
+// re-signed on delivery.
 func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	varField := map[string]verify.Field{}
 	for f, v := range fieldVars {
@@ -174,7 +175,7 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	rows := readmeTable(t, "| scheme | set |")
 	var names []string
 	for _, row := range rows {
-		if len(row) != 5 {
+		if len(row) != 6 {
 			t.Fatalf("row of %d cells: %q", len(row), row)
 		}
 		name := strings.Trim(row[0], "`")
@@ -208,6 +209,12 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 			if err != nil || d != want {
 				t.Errorf("%s: README tolerance %q, the registry %s", name, row[4], want)
 			}
+		}
+
+		// Re-signing: the registry's words, optionally followed by a
+		// condition ("yes when `TIMESTAMP_HEADER` is set …").
+		if want := verify.ResignSupport(name); row[5] != want && !strings.HasPrefix(row[5], want+" ") {
+			t.Errorf("%s: README says re-signed on delivery %q, the registry %q", name, row[5], want)
 		}
 	}
 	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {
