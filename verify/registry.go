@@ -167,7 +167,7 @@ func buildStandard(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 }
 
 func buildStripe(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
-	keys, err := secretKeys(cfg.Secrets, rawSecret)
+	keys, err := secretKeys(cfg.Secrets, decodeStripeSecret)
 	if err != nil {
 		return nil, err
 	}
