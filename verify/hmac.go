@@ -198,7 +198,7 @@ func (s *hmacScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if s.tsHeader != "" {
 		unix, ok := parseUnixSeconds(ts)
 		if !ok {
-			return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, s.tsHeader)
+			return Verified{}, refusef(ReasonMalformedHeader, "%w: malformed %s header", ErrUnauthorized, s.tsHeader)
 		}
 		if err := checkTimestamp(unix, now, s.tolerance); err != nil {
 			return Verified{}, err
@@ -207,14 +207,14 @@ func (s *hmacScheme) Verify(in Input, now time.Time) (Verified, error) {
 	var sigBuf [sha512.Size + 2]byte
 	sig, err := s.decodeSignature(header, sigBuf[:])
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, s.sigHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, s.sigHeader, err)
 	}
 	for _, key := range s.keys {
 		if hmac.Equal(s.sign(key, id, ts, in.Body), sig) {
 			return Verified{}, nil
 		}
 	}
-	return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+	return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 }
 
 // sign returns the MAC of the template filled in with id, ts and body.

@@ -88,20 +88,20 @@ func (s *standardScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	unix, ok := parseUnixSeconds(ts)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, names.timestamp)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: malformed %s header", ErrUnauthorized, names.timestamp)
 	}
 	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}
 	sigs, err := parseStandardSignatures(sig)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, names.signature, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, names.signature, err)
 	}
 	// The official libraries sign the timestamp as re-formatted from its
 	// parsed value; so do we.
 	prefix := id + "." + strconv.FormatInt(unix, 10) + "."
 	if !anyKeyMatches(s.keys, sigs, []byte(prefix), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	// The type is the body's "type": Provider.Check reads it from the one
 	// parse it makes anyway.

@@ -60,7 +60,7 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	ts, sigs, err := parseStripeHeader(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
 	}
 	// stripe-go refuses only stale timestamps; whguard bounds both
 	// directions (a timestamp from the future is as suspect as an old one).
@@ -68,16 +68,16 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 		return Verified{}, err
 	}
 	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 
 	v, err := parseJSON(in.Body)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body unparseable: %w", ErrBadRequest, err)
 	}
 	id, ok := v.stringField("id")
 	if !ok || id == "" {
-		return Verified{}, fmt.Errorf("%w: body has no string \"id\"", ErrBadRequest)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body has no string \"id\"", ErrBadRequest)
 	}
 	typ, _ := v.stringField("type")
 	return Verified{ID: id, Type: typ}, nil
