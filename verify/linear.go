@@ -26,7 +26,9 @@ const (
 // linearScheme verifies Linear: "Linear-Signature: <hex>" (no prefix) where
 // the hex is HMAC-SHA256(webhook secret, body), the secret used as raw
 // bytes. The signed body carries "webhookTimestamp" (ms), which @linear/sdk
-// checks within ±60 s (DefaultTolerance: 1 minute).
+// checks within ±60 s (DefaultTolerance: 1 minute). It cannot be re-signed
+// for a late delivery (ResignBodyTimestamp): a fresh webhookTimestamp would
+// change the body, which is forwarded as received.
 type linearScheme struct {
 	keys      [][]byte
 	tolerance time.Duration
