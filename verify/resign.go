@@ -143,7 +143,7 @@ func (s hmacTimestampScheme) resign(h http.Header, body []byte, at time.Time) {
 	if s.usesID {
 		id = h.Get(s.idHeader)
 	}
-	sum := s.sign(s.keys[0], id, ts, body)
+	sum := s.sign(nil, s.keys[0], id, ts, body)
 	sig := hex.EncodeToString(sum)
 	if s.base64 {
 		sig = base64.StdEncoding.EncodeToString(sum)
