@@ -436,10 +436,11 @@ func (p *providerConfig) secrets() ([]string, error) {
 // had surrounding whitespace; ok is false when a problem was reported.
 //
 // Whitespace is removed, not kept: a secret that starts or ends with a
-// space, tab or newline is almost never meant. It comes from a file ending
-// with a newline (`kubectl create secret --from-file`, `echo secret >
-// file`) or a copy-paste, and would make every signature fail. The warning
-// names the variable, never the value.
+// space, tab or newline is almost never meant. It comes from a file that
+// ends with a newline (`echo secret > file`, then `kubectl create secret
+// --from-file` exposed as an environment variable), a line with trailing
+// spaces, or a copy-paste, and would make every signature fail. The
+// warning names the variable, never the value.
 func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string, ok bool) {
 	trimmed := func(key, value string) string {
 		t := strings.TrimSpace(value)
