@@ -173,7 +173,9 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.now()
 	route, ok := in.routes[r.URL.Path]
 	if !ok {
-		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start)
+		// The path says which sender is misconfigured (or who is probing).
+		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start,
+			zap.String("path", boundedPath(r.URL.Path)))
 		return
 	}
 	name := route.Provider.Name()
@@ -226,12 +228,15 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery}, in.now())
 	if err != nil {
 		// verify's messages are written to be shown: they never carry a
-		// secret or a signature value.
+		// secret or a signature value. The reason code says why in a word,
+		// for the log and the refusals counter.
+		reason := verify.Reason(err)
+		in.metrics.observeRefusal(name, reason)
 		switch {
 		case errors.Is(err, verify.ErrUnauthorized):
-			in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start)
+			in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
 		default:
-			in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start)
+			in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
 		}
 		return
 	}
@@ -311,15 +316,34 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time) {
+// reply answers and records the request; fields are added to the log line
+// of a refusal.
+func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time, fields ...zap.Field) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	in.metrics.observeIngress(provider, result, in.now().Sub(start))
 	if status >= 400 && status != http.StatusConflict {
-		in.log.Info("webhook refused", zap.String("provider", provider), zap.String("result", result), zap.Int("status", status))
+		in.log.Info("webhook refused", append([]zap.Field{zap.String("provider", provider), zap.String("result", result), zap.Int("status", status)}, fields...)...)
 	}
+}
+
+// maxLoggedPath bounds the request path in a log line: a path is chosen by
+// whoever sends the request.
+const maxLoggedPath = 200
+
+// boundedPath returns path cut to maxLoggedPath bytes, never inside a
+// UTF-8 sequence.
+func boundedPath(path string) string {
+	if len(path) <= maxLoggedPath {
+		return path
+	}
+	cut := maxLoggedPath
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return path[:cut]
 }
 
 var errTooLarge = errors.New("body too large")

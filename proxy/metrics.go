@@ -10,6 +10,7 @@ import (
 // *Metrics records nothing.
 type Metrics struct {
 	requests    *prometheus.CounterVec
+	refusals    *prometheus.CounterVec
 	duration    *prometheus.HistogramVec
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
@@ -23,6 +24,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "whguard_ingress_requests_total",
 			Help: "Webhook requests received, by provider and result (accepted, duplicate, conflict, unauthorized, too_large, bad_request, unavailable, not_found, method_not_allowed, handshake).",
 		}, []string{"provider", "result"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "whguard_ingress_refusals_total",
+			Help: "Webhook requests refused by verification (401 and 400), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event).",
+		}, []string{"provider", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "whguard_ingress_duration_seconds",
 			Help:    "Time from receiving a webhook to answering it, commit included.",
@@ -43,7 +48,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_journal_commit_failures_total",
 		Help: "Ingest commits that failed (their requests were answered 503).",
 	})
-	reg.MustRegister(m.requests, m.duration, m.batchSize, m.commitTime, m.commitFails)
+	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails)
 	return m
 }
 
@@ -58,6 +63,15 @@ func (m *Metrics) ObserveCommit(events int, took time.Duration, err error) {
 	}
 	m.batchSize.Observe(float64(events))
 	m.commitTime.Observe(took.Seconds())
+}
+
+// observeRefusal counts one request refused by verification; reason is one
+// of verify's reason codes (a small fixed set).
+func (m *Metrics) observeRefusal(provider, reason string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(provider, reason).Inc()
 }
 
 func (m *Metrics) observeIngress(provider, result string, d time.Duration) {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
@@ -51,7 +50,7 @@ func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests
 		if err != nil {
 			// url's error quotes the offending bytes: keep them out of the
 			// answer (error bodies never echo the payload).
-			return bodyDigests{}, fmt.Errorf("%w: form body unparseable", ErrBadRequest)
+			return bodyDigests{}, refusef(ReasonMalformedBody, "%w: form body unparseable", ErrBadRequest)
 		}
 		// Encode sorts by name and keeps each name's values in their order:
 		// a stable sort, so reordered parameters are the same event.
@@ -64,7 +63,7 @@ func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests
 		h := hashBytes(body)
 		return bodyDigests{content: h, plain: h}, nil
 	case err != nil:
-		return bodyDigests{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return bodyDigests{}, refusef(ReasonMalformedBody, "%w: body unparseable: %w", ErrBadRequest, err)
 	}
 	var d bodyDigests
 	if v.kind == kindObject {

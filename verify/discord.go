@@ -3,7 +3,6 @@ package verify
 import (
 	"crypto/ed25519"
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -83,15 +82,15 @@ func (s *discordScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	var sig [ed25519.SignatureSize]byte
 	if len(sigHex) != hex.EncodedLen(len(sig)) {
-		return Verified{}, fmt.Errorf("%w: %s header: expected %d hex digits", ErrUnauthorized, discordSignatureHeader, hex.EncodedLen(len(sig)))
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected %d hex digits", ErrUnauthorized, discordSignatureHeader, hex.EncodedLen(len(sig)))
 	}
 	if _, err := hex.Decode(sig[:], []byte(sigHex)); err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: expected %d hex digits", ErrUnauthorized, discordSignatureHeader, hex.EncodedLen(len(sig)))
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected %d hex digits", ErrUnauthorized, discordSignatureHeader, hex.EncodedLen(len(sig)))
 	}
 	msg := make([]byte, 0, len(ts)+len(in.Body))
 	msg = append(append(msg, ts...), in.Body...)
 	if !ed25519.Verify(s.key, msg, sig[:]) {
-		return Verified{}, fmt.Errorf("%w: signature does not verify", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: signature does not verify", ErrUnauthorized)
 	}
 	return discordInteraction(in.Body)
 }
@@ -100,11 +99,11 @@ func (s *discordScheme) Verify(in Input, now time.Time) (Verified, error) {
 func discordInteraction(body []byte) (Verified, error) {
 	v, err := parseJSON(body)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: interaction body unparseable: %w", ErrBadRequest, err)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: interaction body unparseable: %w", ErrBadRequest, err)
 	}
 	t, ok := v.field("type")
 	if !ok || t.kind != kindNumber {
-		return Verified{}, fmt.Errorf("%w: interaction body has no numeric \"type\"", ErrBadRequest)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: interaction body has no numeric \"type\"", ErrBadRequest)
 	}
 	var reply string
 	switch t.text { // the canonical number: 1.0 and 1e0 read as 1
@@ -115,10 +114,10 @@ func discordInteraction(body []byte) (Verified, error) {
 	case discordMessageComponent:
 		reply = discordDeferredUpdateMessage
 	case discordApplicationCommandAutocomplete:
-		return Verified{}, fmt.Errorf("%w: autocomplete interactions need a synchronous answer (the choices) that whguard cannot give; "+
+		return Verified{}, refusef(ReasonUnsupportedEvent, "%w: autocomplete interactions need a synchronous answer (the choices) that whguard cannot give; "+
 			"serve autocomplete from the application itself", ErrBadRequest)
 	default:
-		return Verified{}, fmt.Errorf("%w: unknown interaction type", ErrBadRequest)
+		return Verified{}, refusef(ReasonUnsupportedEvent, "%w: unknown interaction type", ErrBadRequest)
 	}
 	// Every interaction carries a snowflake "id"; without one Check keys
 	// the interaction by its content digest.

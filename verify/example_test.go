@@ -63,3 +63,34 @@ func ExampleDigest() {
 	// true
 	// true sha256:d729e37e945a4d101a4f12653a82721575ee6f2543b6d18236971ddb86f518ad
 }
+
+func ExampleProvider_Resign() {
+	// A Slack request delivered late: Slack's libraries refuse a timestamp
+	// older than 5 minutes, so the backend gets a fresh signature.
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "slack", Scheme: "slack", Secrets: []string{"8f742231b10e8888abcd99yyyzzz85a5"}})
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	h.Set("X-Slack-Request-Timestamp", "1531420618")
+	h.Set("X-Slack-Signature", "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503")
+	h.Set("Content-Type", "application/x-www-form-urlencoded")
+	// The example of Slack's "Verifying requests from Slack" page.
+	body := []byte("token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c")
+	_, err = p.Check(verify.Input{Header: h, Body: body}, time.Unix(1531420618, 0))
+	fmt.Println(err)
+	fmt.Println(p.CanResign())
+	p.Resign(h, body, time.Unix(1531421218, 0)) // 10 minutes later
+	fmt.Println(h.Get("X-Slack-Request-Timestamp"))
+	fmt.Println(h.Get("X-Slack-Signature"))
+	fmt.Println(h.Get("Content-Type"))
+	_, err = p.Check(verify.Input{Header: h, Body: body}, time.Unix(1531421218, 0))
+	fmt.Println(err)
+	// Output:
+	// <nil>
+	// true
+	// 1531421218
+	// v0=faed2f33b4bd62cd8596150283ed60b987d960aeba084bab73a9513fc4c44a31
+	// application/x-www-form-urlencoded
+	// <nil>
+}

@@ -129,11 +129,15 @@ func abs(n int) int {
 	return n
 }
 
-// checkSchemeError asserts a Verify error wraps exactly one sentinel.
+// checkSchemeError asserts a Verify error wraps exactly one sentinel and
+// carries a reason code.
 func checkSchemeError(t *testing.T, err error) {
 	t.Helper()
 	if err != nil && errors.Is(err, ErrUnauthorized) == errors.Is(err, ErrBadRequest) {
 		t.Fatalf("error %v must wrap exactly one sentinel", err)
+	}
+	if err != nil && Reason(err) == ReasonOther {
+		t.Fatalf("error %v carries no reason code", err)
 	}
 }
 
@@ -213,8 +217,8 @@ func FuzzDigest(f *testing.F) {
 		}
 		d, err := ContentDigest(h, body, []string{"a"})
 		if err != nil {
-			if !errors.Is(err, ErrBadRequest) {
-				t.Fatalf("error %v does not wrap ErrBadRequest", err)
+			if !errors.Is(err, ErrBadRequest) || Reason(err) != ReasonMalformedBody {
+				t.Fatalf("error %v does not wrap ErrBadRequest with reason %s", err, ReasonMalformedBody)
 			}
 			return
 		}

@@ -38,10 +38,10 @@ func (s *githubScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sig, err := parseGitHubSignature(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, githubSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, githubSignatureHeader, err)
 	}
 	if !anyKeyMatches(s.keys, []signature{sig}, nil, in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	return Verified{ID: in.Header.Get(githubDeliveryHeader), Type: in.Header.Get(githubEventHeader)}, nil
 }

@@ -3,7 +3,6 @@ package verify
 import (
 	"crypto/sha256"
 	"crypto/subtle"
-	"fmt"
 	"time"
 )
 
@@ -62,7 +61,7 @@ func (s *gitLabScheme) Verify(in Input, _ time.Time) (Verified, error) {
 		match |= subtle.ConstantTimeCompare(got[:], s.digests[i][:])
 	}
 	if match != 1 {
-		return Verified{}, fmt.Errorf("%w: token does not match", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: token does not match", ErrUnauthorized)
 	}
 	id := in.Header.Get(gitLabIdempotencyHeader)
 	if id == "" {

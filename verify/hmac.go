@@ -130,6 +130,9 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
+	if s.tsHeader != "" {
+		return hmacTimestampScheme{s}, nil
+	}
 	return s, nil
 }
 
@@ -195,7 +198,7 @@ func (s *hmacScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if s.tsHeader != "" {
 		unix, ok := parseUnixSeconds(ts)
 		if !ok {
-			return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, s.tsHeader)
+			return Verified{}, refusef(ReasonMalformedHeader, "%w: malformed %s header", ErrUnauthorized, s.tsHeader)
 		}
 		if err := checkTimestamp(unix, now, s.tolerance); err != nil {
 			return Verified{}, err
@@ -204,28 +207,34 @@ func (s *hmacScheme) Verify(in Input, now time.Time) (Verified, error) {
 	var sigBuf [sha512.Size + 2]byte
 	sig, err := s.decodeSignature(header, sigBuf[:])
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, s.sigHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, s.sigHeader, err)
 	}
 	var sumBuf [sha512.Size]byte
 	for _, key := range s.keys {
-		mac := hmac.New(s.newHash, key)
-		for _, seg := range s.template {
-			switch seg.part {
-			case hmacPartLiteral:
-				mac.Write([]byte(seg.literal))
-			case hmacPartID:
-				mac.Write([]byte(id))
-			case hmacPartTimestamp:
-				mac.Write([]byte(ts))
-			case hmacPartBody:
-				mac.Write(in.Body)
-			}
-		}
-		if hmac.Equal(mac.Sum(sumBuf[:0]), sig) {
+		if hmac.Equal(s.sign(sumBuf[:0], key, id, ts, in.Body), sig) {
 			return Verified{}, nil
 		}
 	}
-	return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+	return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
+}
+
+// sign appends to dst the MAC of the template filled in with id, ts and
+// body.
+func (s *hmacScheme) sign(dst, key []byte, id, ts string, body []byte) []byte {
+	mac := hmac.New(s.newHash, key)
+	for _, seg := range s.template {
+		switch seg.part {
+		case hmacPartLiteral:
+			mac.Write([]byte(seg.literal))
+		case hmacPartID:
+			mac.Write([]byte(id))
+		case hmacPartTimestamp:
+			mac.Write([]byte(ts))
+		case hmacPartBody:
+			mac.Write(body)
+		}
+	}
+	return mac.Sum(dst)
 }
 
 // decodeSignature strips the prefix (required when configured) and decodes

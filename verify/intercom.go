@@ -3,7 +3,6 @@ package verify
 import (
 	"crypto/hmac"
 	"crypto/sha1"
-	"fmt"
 	"time"
 )
 
@@ -58,7 +57,7 @@ func (s *intercomScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sig, err := parseIntercomSignature(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, intercomSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, intercomSignatureHeader, err)
 	}
 	var sum intercomSignature
 	matched := false
@@ -71,7 +70,7 @@ func (s *intercomScheme) Verify(in Input, _ time.Time) (Verified, error) {
 		}
 	}
 	if !matched {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	v, err := parseJSON(in.Body)
 	if err != nil {

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -27,7 +26,9 @@ const (
 // linearScheme verifies Linear: "Linear-Signature: <hex>" (no prefix) where
 // the hex is HMAC-SHA256(webhook secret, body), the secret used as raw
 // bytes. The signed body carries "webhookTimestamp" (ms), which @linear/sdk
-// checks within ±60 s (DefaultTolerance: 1 minute).
+// checks within ±60 s (DefaultTolerance: 1 minute). It cannot be re-signed
+// for a late delivery (ResignBodyTimestamp): a fresh webhookTimestamp would
+// change the body, which is forwarded as received.
 type linearScheme struct {
 	keys      [][]byte
 	tolerance time.Duration
@@ -65,24 +66,24 @@ func (s *linearScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	sig, ok := slackDecodeHexSHA256(header)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s header: expected 64 hex digits", ErrUnauthorized, linearSignatureHeader)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected 64 hex digits", ErrUnauthorized, linearSignatureHeader)
 	}
 	if !anyKeyMatches(s.keys, []signature{sig}, nil, in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 
 	// Only a verified body is parsed.
 	v, err := parseJSON(in.Body)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body unparseable: %w", ErrBadRequest, err)
 	}
 	f, ok := v.field(linearTimestampField)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: body has no %q", ErrBadRequest, linearTimestampField)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body has no %q", ErrBadRequest, linearTimestampField)
 	}
 	ms, ok := linearParseMillis(f)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: body %q is not a whole number of milliseconds", ErrBadRequest, linearTimestampField)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body %q is not a whole number of milliseconds", ErrBadRequest, linearTimestampField)
 	}
 	if err := linearCheckTimestamp(ms, now, s.tolerance); err != nil {
 		return Verified{}, err
@@ -117,9 +118,9 @@ func linearCheckTimestamp(ms int64, now time.Time, tolerance time.Duration) erro
 	age := now.Sub(time.UnixMilli(ms))
 	switch {
 	case age > tolerance:
-		return fmt.Errorf("%w: %s older than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
+		return refusef(ReasonTimestampOutsideTolerance, "%w: %s older than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
 	case age < -tolerance:
-		return fmt.Errorf("%w: %s further in the future than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
+		return refusef(ReasonTimestampOutsideTolerance, "%w: %s further in the future than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
 	}
 	return nil
 }

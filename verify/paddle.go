@@ -2,7 +2,6 @@ package verify
 
 import (
 	"errors"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -49,14 +48,14 @@ func (s *paddleScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	ts, sigs, err := parsePaddleHeader(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, paddleSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, paddleSignatureHeader, err)
 	}
 	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}
 	// paddle-node-sdk signs `${ts}:` from the parsed number; so do we.
 	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+":"), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	v, err := parseJSON(in.Body)
 	if err != nil {

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"encoding/hex"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -46,10 +45,10 @@ func (s *pagerDutyScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sigs, err := parsePagerDutySignatures(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, pagerDutySignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, pagerDutySignatureHeader, err)
 	}
 	if !anyKeyMatches(s.keys, sigs, nil, in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	return Verified{ID: in.Header.Get(pagerDutyWebhookIDHeader), Type: pagerDutyEventType(in.Body)}, nil
 }

@@ -237,10 +237,10 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 
 func checkEventID(id string) error {
 	if len(id) > MaxEventIDLength {
-		return fmt.Errorf("%w: event id longer than %d bytes", ErrBadRequest, MaxEventIDLength)
+		return refusef(ReasonInvalidEventID, "%w: event id longer than %d bytes", ErrBadRequest, MaxEventIDLength)
 	}
 	if !printable(id, MaxEventIDLength) {
-		return fmt.Errorf("%w: event id holds control characters or invalid UTF-8", ErrBadRequest)
+		return refusef(ReasonInvalidEventID, "%w: event id holds control characters or invalid UTF-8", ErrBadRequest)
 	}
 	return nil
 }

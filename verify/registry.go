@@ -20,6 +20,10 @@ type schemeSpec struct {
 	// build makes the scheme from a checked configuration; tolerance is
 	// the configured one or the default. Its errors are FieldErrors.
 	build func(cfg ProviderConfig, tolerance time.Duration) (Scheme, error)
+	// resign says whether its signatures can be made afresh when
+	// forwarding (ResignSupport); a scheme built from an entry saying
+	// ResignYes implements resigner (hmac: with a timestamp header).
+	resign string
 }
 
 // requirement is a setting a scheme needs; what says what to put there.
@@ -43,29 +47,29 @@ const defaultTol = 5 * time.Minute
 //     document no bound;
 //   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
 var registry = []schemeSpec{
-	{name: SchemeStandard, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
-	{name: SchemeSvix, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
-	{name: SchemeStripe, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
-	{name: SchemeGitHub, needs: []requirement{needSecret}, build: buildGitHub},
-	{name: SchemeSlack, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
-	{name: SchemeShopify, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
-	{name: SchemeTwilio, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
+	{name: SchemeStandard, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeSvix, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeStripe, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
+	{name: SchemeGitHub, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: buildGitHub},
+	{name: SchemeSlack, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
+	{name: SchemeShopify, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
+	{name: SchemeTwilio, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
 		build: withoutTolerance(newTwilioScheme)},
-	{name: SchemePaddle, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
-	{name: SchemeLinear, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
-	{name: SchemeIntercom, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
-	{name: SchemeZoom, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
-	{name: SchemeSquare, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
+	{name: SchemePaddle, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
+	{name: SchemeLinear, resign: ResignBodyTimestamp, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
+	{name: SchemeIntercom, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
+	{name: SchemeZoom, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
+	{name: SchemeSquare, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
 		build: withoutTolerance(newSquareScheme)},
-	{name: SchemeSendGrid, tolerance: defaultTol,
+	{name: SchemeSendGrid, resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "base64 DER of the SendGrid ECDSA P-256 verification key"}}, build: newSendGridScheme},
-	{name: SchemePagerDuty, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
-	{name: SchemeDiscord, tolerance: defaultTol,
+	{name: SchemePagerDuty, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
+	{name: SchemeDiscord, resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
-	{name: SchemeGitLab, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
-	{name: SchemeHMAC, tolerance: defaultTol,
+	{name: SchemeGitLab, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
+	{name: SchemeHMAC, resign: ResignYes, tolerance: defaultTol,
 		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
-	{name: SchemeNone, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
+	{name: SchemeNone, resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
 }
 
 // lookupScheme returns the registry entry of name.
@@ -163,7 +167,7 @@ func buildStandard(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 }
 
 func buildStripe(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
-	keys, err := secretKeys(cfg.Secrets, rawSecret)
+	keys, err := secretKeys(cfg.Secrets, decodeStripeSecret)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package verify
 
 import (
-	"fmt"
 	"strconv"
 	"time"
 )
@@ -53,13 +52,13 @@ type volatileDeclarer interface {
 type signature [32]byte
 
 func missingHeader(name string) error {
-	return fmt.Errorf("%w: missing %s header", ErrBadRequest, name)
+	return refusef(ReasonMissingHeader, "%w: missing %s header", ErrBadRequest, name)
 }
 
 // checkHeaderLen refuses a signature header too long to be genuine.
 func checkHeaderLen(name, value string) error {
 	if len(value) > maxSignatureHeaderLen {
-		return fmt.Errorf("%w: %s header longer than %d bytes", ErrUnauthorized, name, maxSignatureHeaderLen)
+		return refusef(ReasonMalformedHeader, "%w: %s header longer than %d bytes", ErrUnauthorized, name, maxSignatureHeaderLen)
 	}
 	return nil
 }
@@ -85,9 +84,9 @@ func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
 	age := now.Sub(time.Unix(ts, 0))
 	switch {
 	case age > tolerance:
-		return fmt.Errorf("%w: timestamp older than the %v tolerance", ErrUnauthorized, tolerance)
+		return refusef(ReasonTimestampOutsideTolerance, "%w: timestamp older than the %v tolerance", ErrUnauthorized, tolerance)
 	case age < -tolerance:
-		return fmt.Errorf("%w: timestamp further in the future than the %v tolerance", ErrUnauthorized, tolerance)
+		return refusef(ReasonTimestampOutsideTolerance, "%w: timestamp further in the future than the %v tolerance", ErrUnauthorized, tolerance)
 	}
 	return nil
 }
@@ -111,7 +110,7 @@ func timestampedHeaders(in Input, sigName, tsName string, now time.Time, toleran
 	}
 	unix, ok := parseUnixSeconds(ts)
 	if !ok {
-		return "", "", fmt.Errorf("%w: malformed %s header", ErrUnauthorized, tsName)
+		return "", "", refusef(ReasonMalformedHeader, "%w: malformed %s header", ErrUnauthorized, tsName)
 	}
 	if err := checkTimestamp(unix, now, tolerance); err != nil {
 		return "", "", err

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -75,7 +74,7 @@ func (s *sendGridScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	der, ok := decodeSendGridSignature(sig)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s header: expected base64 of a DER ECDSA signature", ErrUnauthorized, sendGridSignatureHeader)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected base64 of a DER ECDSA signature", ErrUnauthorized, sendGridSignatureHeader)
 	}
 	h := sha256.New()
 	h.Write([]byte(ts))
@@ -84,7 +83,7 @@ func (s *sendGridScheme) Verify(in Input, now time.Time) (Verified, error) {
 	// tolerates trailing bytes after the signature, which SendGrid never
 	// sends.
 	if !ecdsa.VerifyASN1(s.key, h.Sum(nil), der) {
-		return Verified{}, fmt.Errorf("%w: signature does not verify", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: signature does not verify", ErrUnauthorized)
 	}
 	return Verified{}, nil
 }

@@ -2,7 +2,6 @@ package verify
 
 import (
 	"encoding/base64"
-	"fmt"
 	"time"
 )
 
@@ -57,10 +56,10 @@ func (s *shopifyScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sig, ok := shopifyDecodeSignature(header)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s header: expected the base64 of 32 bytes", ErrUnauthorized, shopifySignatureHeader)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected the base64 of 32 bytes", ErrUnauthorized, shopifySignatureHeader)
 	}
 	if !anyKeyMatches(s.keys, []signature{sig}, nil, in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	id := in.Header.Get(shopifyWebhookIDHeader)
 	if id == "" {

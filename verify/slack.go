@@ -3,7 +3,6 @@ package verify
 import (
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strings"
 	"time"
 )
@@ -55,12 +54,12 @@ func (s *slackScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	sig, err := slackParseV0Signature(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, slackSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, slackSignatureHeader, err)
 	}
 	// The timestamp is signed as received, like slack-go does ("v0:%s:");
 	// parseUnixSeconds allowed only digits in it.
 	if !anyKeyMatches(s.keys, []signature{sig}, []byte("v0:"+ts+":"), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	return slackEvent(in.Body)
 }
@@ -77,7 +76,7 @@ func slackEvent(body []byte) (Verified, error) {
 	if typ == slackURLVerification {
 		challenge, ok := v.stringField("challenge")
 		if !ok {
-			return Verified{}, fmt.Errorf("%w: url_verification without a string \"challenge\"", ErrBadRequest)
+			return Verified{}, refusef(ReasonMalformedBody, "%w: url_verification without a string \"challenge\"", ErrBadRequest)
 		}
 		// Slack accepts the challenge as plain text, form or a JSON object
 		// {"challenge": …} (Events API docs, "url_verification").

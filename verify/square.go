@@ -3,7 +3,6 @@ package verify
 import (
 	"encoding/base64"
 	"errors"
-	"fmt"
 	"net/url"
 	"time"
 )
@@ -71,14 +70,14 @@ func (s *squareScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sig, ok := squareDecodeSignature(header)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s header: expected the base64 of 32 bytes", ErrUnauthorized, squareSignatureHeader)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected the base64 of 32 bytes", ErrUnauthorized, squareSignatureHeader)
 	}
 	notificationURL := s.publicURL
 	if in.RawQuery != "" {
 		notificationURL += "?" + in.RawQuery
 	}
 	if !anyKeyMatches(s.keys, []signature{sig}, []byte(notificationURL), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	v, err := parseJSON(in.Body)
 	if err != nil {

@@ -51,16 +51,22 @@ func newStandardScheme(keys [][]byte, tolerance time.Duration, svix bool) *stand
 // official Go library it also takes a bare base64 secret without the prefix.
 // The error never contains the secret.
 func decodeStandardSecret(secret string) ([]byte, error) {
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(secret, standardSecretPrefix))
+	const expected = "expected " + standardSecretPrefix + " followed by the base64 key, as the sender shows it, or the base64 key alone"
+	rest, prefixed := strings.CutPrefix(secret, standardSecretPrefix)
+	key, err := base64.StdEncoding.DecodeString(rest)
 	if err != nil {
+		where := ""
 		var corrupt base64.CorruptInputError
 		if errors.As(err, &corrupt) {
-			return nil, fmt.Errorf("not base64 after the %q prefix (bad byte at offset %d)", standardSecretPrefix, int64(corrupt))
+			where = fmt.Sprintf(" (bad byte at offset %d)", int64(corrupt)+int64(len(secret)-len(rest)))
 		}
-		return nil, fmt.Errorf("not base64 after the %q prefix", standardSecretPrefix)
+		if prefixed {
+			return nil, fmt.Errorf("not base64 after the %q prefix%s; %s", standardSecretPrefix, where, expected)
+		}
+		return nil, fmt.Errorf("not base64%s; %s", where, expected)
 	}
 	if len(key) == 0 {
-		return nil, errors.New("empty key after the " + strconv.Quote(standardSecretPrefix) + " prefix")
+		return nil, errors.New("empty key after the " + strconv.Quote(standardSecretPrefix) + " prefix; " + expected)
 	}
 	return key, nil
 }
@@ -82,20 +88,20 @@ func (s *standardScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	unix, ok := parseUnixSeconds(ts)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: malformed %s header", ErrUnauthorized, names.timestamp)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: malformed %s header", ErrUnauthorized, names.timestamp)
 	}
 	if err := checkTimestamp(unix, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}
 	sigs, err := parseStandardSignatures(sig)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, names.signature, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, names.signature, err)
 	}
 	// The official libraries sign the timestamp as re-formatted from its
 	// parsed value; so do we.
 	prefix := id + "." + strconv.FormatInt(unix, 10) + "."
 	if !anyKeyMatches(s.keys, sigs, []byte(prefix), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	// The type is the body's "type": Provider.Check reads it from the one
 	// parse it makes anyway.

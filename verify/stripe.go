@@ -21,6 +21,23 @@ func stripeVolatile() []string { return []string{"pending_webhooks"} }
 // Volatile: see stripeVolatile.
 func (*stripeScheme) Volatile() []string { return stripeVolatile() }
 
+// stripeAPIKeyPrefixes start Stripe's API keys (secret, restricted,
+// publishable), which are not webhook signing secrets: configured by
+// mistake, every signature would fail.
+var stripeAPIKeyPrefixes = []string{"sk_", "rk_", "pk_"}
+
+// decodeStripeSecret is the key of a Stripe signing secret: its raw bytes. An
+// API key is refused; the error names its kind, never the secret.
+func decodeStripeSecret(s string) ([]byte, error) {
+	for _, p := range stripeAPIKeyPrefixes {
+		if strings.HasPrefix(s, p) {
+			return nil, fmt.Errorf("this is a Stripe API key (%s…), not a webhook signing secret: "+
+				"expected the endpoint's signing secret, whsec_…, shown with the endpoint in the Dashboard or by `stripe listen`", p)
+		}
+	}
+	return []byte(s), nil
+}
+
 // stripeScheme verifies Stripe: "Stripe-Signature: t=<unix>,v1=<hex>[,v1=…]"
 // where each v1 is hex(HMAC-SHA256(secret, "{t}.{body}")). The key is the
 // whole "whsec_…" string, not decoded (stripe-go webhook.ComputeSignature).
@@ -43,7 +60,7 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	ts, sigs, err := parseStripeHeader(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
 	}
 	// stripe-go refuses only stale timestamps; whguard bounds both
 	// directions (a timestamp from the future is as suspect as an old one).
@@ -51,16 +68,16 @@ func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
 		return Verified{}, err
 	}
 	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 
 	v, err := parseJSON(in.Body)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: body unparseable: %w", ErrBadRequest, err)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body unparseable: %w", ErrBadRequest, err)
 	}
 	id, ok := v.stringField("id")
 	if !ok || id == "" {
-		return Verified{}, fmt.Errorf("%w: body has no string \"id\"", ErrBadRequest)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: body has no string \"id\"", ErrBadRequest)
 	}
 	typ, _ := v.stringField("type")
 	return Verified{ID: id, Type: typ}, nil

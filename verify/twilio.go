@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"net/url"
 	"slices"
 	"strings"
@@ -128,7 +127,7 @@ func (s *twilioScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	}
 	sig, ok := twilioDecodeSignature(header)
 	if !ok {
-		return Verified{}, fmt.Errorf("%w: %s header: expected the base64 of 20 bytes", ErrUnauthorized, twilioSignatureHeader)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: expected the base64 of 20 bytes", ErrUnauthorized, twilioSignatureHeader)
 	}
 
 	// Like twilio-go, the first bodySHA256 value of the query decides the
@@ -148,13 +147,13 @@ func (s *twilioScheme) Verify(in Input, _ time.Time) (Verified, error) {
 		suffix = "?" + in.RawQuery
 	}
 	if !s.matches(sig, suffix, params) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	if bodyHash != "" {
 		sum := sha256.Sum256(in.Body)
 		// twilio-go compares with the lower-case hex, exactly.
 		if !hmac.Equal(hex.AppendEncode(nil, sum[:]), []byte(bodyHash)) {
-			return Verified{}, fmt.Errorf("%w: body does not match the signed %s", ErrUnauthorized, twilioBodyHashParam)
+			return Verified{}, refusef(ReasonSignatureMismatch, "%w: body does not match the signed %s", ErrUnauthorized, twilioBodyHashParam)
 		}
 	}
 	return Verified{ID: in.Header.Get(twilioIdempotencyHeader)}, nil
@@ -190,7 +189,7 @@ func twilioSortedParams(body []byte) ([]byte, error) {
 	}
 	values, err := url.ParseQuery(string(body))
 	if err != nil {
-		return nil, fmt.Errorf("%w: form body unparseable", ErrBadRequest)
+		return nil, refusef(ReasonMalformedBody, "%w: form body unparseable", ErrBadRequest)
 	}
 	names := make([]string, 0, len(values))
 	for name := range values {

@@ -13,9 +13,10 @@ import (
 	"time"
 )
 
-// Sentinel errors. Every error returned by Check wraps exactly one of them;
-// the text after the sentinel is safe to show to the sender (it never names
-// or echoes a secret or a signature value).
+// Sentinel errors. Every error returned by Check wraps exactly one of them
+// and carries a reason code (Reason: missing_header, signature_mismatch,
+// …); the text after the sentinel is safe to show to the sender (it never
+// names or echoes a secret or a signature value).
 var (
 	// ErrUnauthorized: bad signature, no configured secret matched,
 	// malformed signature header, or a timestamp outside the tolerance. → 401

@@ -4,7 +4,6 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"time"
 )
 
@@ -50,11 +49,11 @@ func (s *zoomScheme) Verify(in Input, now time.Time) (Verified, error) {
 	}
 	sig, err := slackParseV0Signature(header)
 	if err != nil {
-		return Verified{}, fmt.Errorf("%w: %s header: %w", ErrUnauthorized, zoomSignatureHeader, err)
+		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, zoomSignatureHeader, err)
 	}
 	// Zoom's sample verifier signs the header text as received.
 	if !anyKeyMatches(s.keys, []signature{sig}, []byte("v0:"+ts+":"), in.Body) {
-		return Verified{}, fmt.Errorf("%w: no signature matches", ErrUnauthorized)
+		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 
 	v, err := parseJSON(in.Body)
@@ -68,7 +67,7 @@ func (s *zoomScheme) Verify(in Input, now time.Time) (Verified, error) {
 	payload, _ := v.field("payload")
 	plain, ok := payload.stringField("plainToken")
 	if !ok || plain == "" {
-		return Verified{}, fmt.Errorf("%w: url_validation without a string payload.plainToken", ErrBadRequest)
+		return Verified{}, refusef(ReasonMalformedBody, "%w: url_validation without a string payload.plainToken", ErrBadRequest)
 	}
 	// Zoom expects {"plainToken": p, "encryptedToken": hex(HMAC-SHA256(secret
 	// token, p))}. It is computed with the current (first) secret: the one

@@ -97,6 +97,10 @@ type providerEnv struct {
 	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
 	BackendURL     string        `env:"BACKEND_URL"`
 	ForwardPath    string        `env:"FORWARD_PATH"`
+	// Resign is nil when unset: then on exactly when the scheme can
+	// re-sign (providerConfig.resign holds the outcome).
+	Resign       *bool `env:"RESIGN"`
+	PreserveHost bool  `env:"PRESERVE_HOST"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -115,6 +119,9 @@ type providerConfig struct {
 	env    providerEnv
 	// provider is built during validation so a bad secret fails start-up.
 	provider *verify.Provider
+	// resign: forward with the signature made afresh (RESIGN, defaulting
+	// to provider.CanResign()).
+	resign bool
 }
 
 // configError is one invalid setting; main exits 2 printing each.
@@ -287,17 +294,30 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	}
 	paths := map[string]string{}
 	for i := range c.providers {
-		if p := &c.providers[i]; p.validate(c, paths, ps) && p.env.Scheme == verify.SchemeNone {
+		p := &c.providers[i]
+		warnings = append(warnings, p.validate(c, paths, ps)...)
+		if p.provider == nil {
+			continue
+		}
+		switch support := verify.ResignSupport(p.env.Scheme); {
+		case p.env.Scheme == verify.SchemeNone:
 			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
+		case strings.HasPrefix(support, "cannot"):
+			// The signed timestamp ages while an event waits (a backlog, a
+			// backend outage) and whguard cannot sign it afresh.
+			warnings = append(warnings, fmt.Sprintf("provider %s: scheme %s signs a timestamp that whguard cannot renew when forwarding (%s): "+
+				"its backend must not enforce the signature's age (or should skip verification and trust whguard), "+
+				"or it will refuse events delivered late", p.name, p.env.Scheme, support))
 		}
 	}
 	return warnings
 }
 
-// validate checks one provider's variables and builds its verify.Provider,
-// reporting every problem to ps; it tells whether the provider was built.
-// paths maps the ingress paths seen so far to their provider.
-func (p *providerConfig) validate(c *config, paths map[string]string, ps *problems) bool {
+// validate checks one provider's variables and builds its verify.Provider
+// (p.provider stays nil when it cannot be built), reporting every problem
+// to ps and returning the warnings. paths maps the ingress paths seen so
+// far to their provider.
+func (p *providerConfig) validate(c *config, paths map[string]string, ps *problems) (warnings []string) {
 	if p.env.Path == "" {
 		p.env.Path = "/webhooks/" + p.name
 	}
@@ -328,9 +348,9 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
-	secrets, from, ok := p.loadSecrets(ps)
+	secrets, from, warnings, ok := p.loadSecrets(ps)
 	if !ok {
-		return false
+		return warnings
 	}
 	prov, err := verify.NewProvider(verify.ProviderConfig{
 		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
@@ -344,7 +364,8 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	})
 	if err == nil {
 		p.provider = prov
-		return true
+		p.resign = p.validateResign(ps)
+		return warnings
 	}
 	// verify's errors name their field and never contain a secret or key.
 	fes := verify.FieldErrors(err)
@@ -360,6 +381,25 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		default:
 			ps.addf(p.prefix+fieldVars[fe.Field], "%v", fe)
 		}
+	}
+	return warnings
+}
+
+// validateResign returns whether the provider re-signs: RESIGN when set,
+// else whether its scheme can. Asking a scheme that cannot is an error.
+func (p *providerConfig) validateResign(ps *problems) bool {
+	can := p.provider.CanResign()
+	switch {
+	case p.env.Resign == nil:
+		return can
+	case !*p.env.Resign || can:
+		return *p.env.Resign
+	case p.env.Scheme == verify.SchemeHMAC:
+		ps.addf(p.prefix+"RESIGN", "scheme hmac re-signs only with a signed timestamp (%sTIMESTAMP_HEADER); without one its signatures never expire: leave it unset or set false", p.prefix)
+	case verify.ResignSupport(p.env.Scheme) == verify.ResignNotNeeded:
+		ps.addf(p.prefix+"RESIGN", "scheme %s signs no timestamp, so its signatures never expire and are forwarded as received: leave it unset or set false", p.env.Scheme)
+	default:
+		ps.addf(p.prefix+"RESIGN", "scheme %s cannot be re-signed: %s; leave it unset or set false", p.env.Scheme, verify.ResignSupport(p.env.Scheme))
 	}
 	return false
 }
@@ -383,42 +423,77 @@ var fieldVars = map[verify.Field]string{
 }
 
 // secrets gathers the provider's secrets, current first: SECRET, then each
-// line of SECRET_FILE, then SECRET_PREVIOUS. SECRET is taken verbatim
-// (spaces included); file lines lose only their line ending.
+// non-blank line of SECRET_FILE, then SECRET_PREVIOUS, each without
+// surrounding whitespace (see loadSecrets).
 func (p *providerConfig) secrets() ([]string, error) {
 	var ps problems
-	out, _, _ := p.loadSecrets(&ps)
+	out, _, _, _ := p.loadSecrets(&ps)
 	return out, ps.err()
 }
 
-// loadSecrets returns the secrets (see secrets) and, for each, the variable
-// it came from (after the prefix); ok is false when a problem was reported.
-func (p *providerConfig) loadSecrets(ps *problems) (out, from []string, ok bool) {
+// loadSecrets returns the secrets (see secrets), for each the variable it
+// came from (after the prefix), and a warning per variable whose secret
+// had surrounding whitespace; ok is false when a problem was reported.
+//
+// Whitespace is removed, not kept: a secret that starts or ends with a
+// space, tab or newline is almost never meant. It comes from a file that
+// ends with a newline (`echo secret > file`, then `kubectl create secret
+// --from-file` exposed as an environment variable), a line with trailing
+// spaces, or a copy-paste, and would make every signature fail. The
+// warning names the variable, never the value.
+func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string, ok bool) {
+	trimmed := func(key, value string) string {
+		t := strings.TrimSpace(value)
+		if t != value && t != "" {
+			warnings = append(warnings, fmt.Sprintf("%s%s: whitespace around the secret removed (a trailing newline from a file or a copy-paste?)", p.prefix, key))
+		}
+		return t
+	}
 	if p.env.Secret != "" {
-		out, from = append(out, p.env.Secret), append(from, "SECRET")
+		secret := trimmed("SECRET", p.env.Secret)
+		if secret == "" {
+			ps.addf(p.prefix+"SECRET", "holds only whitespace; expected the signing secret")
+			return nil, nil, warnings, false
+		}
+		out, from = append(out, secret), append(from, "SECRET")
 	}
 	if p.env.SecretFile != "" {
 		b, err := os.ReadFile(p.env.SecretFile)
 		if err != nil {
 			ps.addf(p.prefix+"SECRET_FILE", "cannot read the file: %v; expected a readable file with one secret per line", errors.Unwrap(err))
-			return nil, nil, false
+			return nil, nil, warnings, false
 		}
 		n := len(out)
+		spaced := false
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
-			if line := strings.TrimSuffix(sc.Text(), "\r"); line != "" {
-				out, from = append(out, line), append(from, "SECRET_FILE")
+			// The line ending is not part of the line; other whitespace
+			// around a secret is removed with a warning (once per file).
+			line := strings.TrimSuffix(sc.Text(), "\r")
+			secret := strings.TrimSpace(line)
+			if secret == "" {
+				continue
 			}
+			spaced = spaced || secret != line
+			out, from = append(out, secret), append(from, "SECRET_FILE")
+		}
+		if spaced {
+			warnings = append(warnings, fmt.Sprintf("%sSECRET_FILE: whitespace around a secret removed", p.prefix))
 		}
 		if len(out) == n && p.env.Secret == "" {
 			ps.addf(p.prefix+"SECRET_FILE", "the file holds no secret; expected one secret per line, current first")
-			return nil, nil, false
+			return nil, nil, warnings, false
 		}
 	}
 	if p.env.SecretPrevious != "" {
-		out, from = append(out, p.env.SecretPrevious), append(from, "SECRET_PREVIOUS")
+		secret := trimmed("SECRET_PREVIOUS", p.env.SecretPrevious)
+		if secret == "" {
+			ps.addf(p.prefix+"SECRET_PREVIOUS", "holds only whitespace; expected the previous signing secret")
+			return nil, nil, warnings, false
+		}
+		out, from = append(out, secret), append(from, "SECRET_PREVIOUS")
 	}
-	return out, from, true
+	return out, from, warnings, true
 }
 
 func checkURL(s string) error {
@@ -459,6 +534,8 @@ func typeHint(t reflect.Type) string {
 	switch {
 	case t == reflect.TypeOf(time.Duration(0)):
 		return "a Go duration such as 30s, 5m or 1h"
+	case t.Kind() == reflect.Bool || t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool:
+		return "true or false"
 	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
 		return "a whole number"
 	}

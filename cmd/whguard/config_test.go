@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,6 +65,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_MAX_BODY_BYTES", "-1", nil, "positive"},
 		{"WHGUARD_X_BACKEND_URL", "ftp://x", nil, "http(s) URL"},
 		{"WHGUARD_X_FORWARD_PATH", "x", nil, "must start with /"},
+		{"WHGUARD_X_RESIGN", "true", nil, "signatures never expire"},
+		{"WHGUARD_X_PRESERVE_HOST", "maybe", nil, "true or false"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
@@ -164,7 +167,8 @@ func readmeTable(t *testing.T, header string) [][]string {
 }
 
 // The README's scheme table lists the registry's schemes, in order, with
-// their required variables and default tolerances.
+// their required variables, default tolerances and whether they are
+// re-signed on delivery.
 func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	varField := map[string]verify.Field{}
 	for f, v := range fieldVars {
@@ -174,7 +178,7 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	rows := readmeTable(t, "| scheme | set |")
 	var names []string
 	for _, row := range rows {
-		if len(row) != 5 {
+		if len(row) != 6 {
 			t.Fatalf("row of %d cells: %q", len(row), row)
 		}
 		name := strings.Trim(row[0], "`")
@@ -208,6 +212,12 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 			if err != nil || d != want {
 				t.Errorf("%s: README tolerance %q, the registry %s", name, row[4], want)
 			}
+		}
+
+		// Re-signing: the registry's words, optionally followed by a
+		// condition ("yes when `TIMESTAMP_HEADER` is set …").
+		if want := verify.ResignSupport(name); row[5] != want && !strings.HasPrefix(row[5], want+" ") {
+			t.Errorf("%s: README says re-signed on delivery %q, the registry %q", name, row[5], want)
 		}
 	}
 	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {
@@ -296,5 +306,166 @@ func TestDefaultsApplied(t *testing.T) {
 	want.BackendURL, want.Providers = "http://b", []string{"x"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("config %+v\nwant     %+v", got, want)
+	}
+}
+
+// WHGUARD_<NAME>_RESIGN defaults to what the scheme can do; asking a scheme
+// that cannot re-sign fails start-up naming the variable.
+func TestResignSetting(t *testing.T) {
+	hmacTS := []string{"WHGUARD_X_SIGNATURE_HEADER=X-Sig", "WHGUARD_X_TIMESTAMP_HEADER=X-Ts", "WHGUARD_X_SIGNED_CONTENT={timestamp}.{body}"}
+	cases := []struct {
+		name   string
+		env    []string
+		resign bool
+		err    string // substring of the one error, about WHGUARD_X_RESIGN
+	}{
+		{"stripe default", []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=whsec_x"}, true, ""},
+		{"stripe off", []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=whsec_x", "WHGUARD_X_RESIGN=false"}, false, ""},
+		{"stripe on", []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=whsec_x", "WHGUARD_X_RESIGN=true"}, true, ""},
+		{"empty is unset", []string{"WHGUARD_X_SCHEME=slack", "WHGUARD_X_SECRET=s", "WHGUARD_X_RESIGN="}, true, ""},
+		{"github default", []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s"}, false, ""},
+		{"github off", []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s", "WHGUARD_X_RESIGN=false"}, false, ""},
+		{"github on", []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s", "WHGUARD_X_RESIGN=true"}, false, "signs no timestamp"},
+		{"hmac with timestamp", append([]string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s"}, hmacTS...), true, ""},
+		{"hmac without timestamp", []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=X-Sig"}, false, ""},
+		{"hmac without timestamp on", []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=X-Sig", "WHGUARD_X_RESIGN=1"},
+			false, "WHGUARD_X_TIMESTAMP_HEADER"},
+		{"discord default", []string{"WHGUARD_X_SCHEME=discord", "WHGUARD_X_PUBLIC_KEY=" + strings.Repeat("ab", 32)}, false, ""},
+		{"discord on", []string{"WHGUARD_X_SCHEME=discord", "WHGUARD_X_PUBLIC_KEY=" + strings.Repeat("ab", 32), "WHGUARD_X_RESIGN=true"},
+			false, "cannot be re-signed: cannot (public key)"},
+		{"linear on", []string{"WHGUARD_X_SCHEME=linear", "WHGUARD_X_SECRET=s", "WHGUARD_X_RESIGN=true"}, false, "cannot (timestamp in the body)"},
+		{"not a bool", []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=whsec_x", "WHGUARD_X_RESIGN=yes"}, false, "expected true or false"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x"}, tc.env...))
+			if tc.err != "" {
+				errs := configErrors(err)
+				var ce *configError
+				if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != "WHGUARD_X_RESIGN" || !strings.Contains(ce.msg, tc.err) {
+					t.Fatalf("want one WHGUARD_X_RESIGN error saying %q, got: %v", tc.err, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.providers[0].resign; got != tc.resign {
+				t.Fatalf("resign = %v, want %v", got, tc.resign)
+			}
+		})
+	}
+}
+
+// A provider whose signed timestamp whguard cannot renew is warned about:
+// its backend must not enforce the signature's age.
+func TestWarnsWhenTimestampCannotBeRenewed(t *testing.T) {
+	for scheme, env := range map[string][]string{
+		"sendgrid": {"WHGUARD_X_PUBLIC_KEY=MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="},
+		"discord":  {"WHGUARD_X_PUBLIC_KEY=" + strings.Repeat("ab", 32)},
+		"linear":   {"WHGUARD_X_SECRET=s"},
+		"stripe":   {"WHGUARD_X_SECRET=whsec_x"},
+		"github":   {"WHGUARD_X_SECRET=s"},
+	} {
+		_, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=" + scheme}, env...))
+		if err != nil {
+			t.Fatalf("%s: %v", scheme, err)
+		}
+		warned := slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.Contains(w, "provider x") && strings.Contains(w, "must not enforce the signature's age")
+		})
+		if want := strings.HasPrefix(verify.ResignSupport(scheme), "cannot"); warned != want {
+			t.Errorf("%s: warned %v, want %v; warnings: %q", scheme, warned, want, warnings)
+		}
+	}
+}
+
+// Secrets that are obviously wrong fail start-up naming their variable;
+// whitespace around a secret is removed with a warning that names the
+// variable and never the value.
+func TestSecretChecks(t *testing.T) {
+	dir := t.TempDir()
+	file := func(content string) string {
+		f, err := os.CreateTemp(dir, "secret")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString(content); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		return f.Name()
+	}
+	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	cases := []struct {
+		name    string
+		env     []string
+		errKey  string   // the variable the one error names; "" for none
+		errMsg  string   // substring of it
+		secrets []string // what is configured, when no error
+		warned  []string // variables warned about
+	}{
+		{name: "stripe secret key", env: []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=sk_live_51Habc0123456789"},
+			errKey: "WHGUARD_X_SECRET", errMsg: "Stripe API key (sk_…)"},
+		{name: "stripe restricted key, previous", env: []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET=whsec_cur", "WHGUARD_X_SECRET_PREVIOUS=rk_test_51Habc0123456789"},
+			errKey: "WHGUARD_X_SECRET_PREVIOUS", errMsg: "Stripe API key (rk_…)"},
+		{name: "stripe publishable key in a file", env: []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET_FILE=" + file("whsec_cur\npk_live_51Habc0123456789\n")},
+			errKey: "WHGUARD_X_SECRET_FILE", errMsg: "Stripe API key (pk_…)"},
+		{name: "standard not base64", env: []string{"WHGUARD_X_SCHEME=standard", "WHGUARD_X_SECRET=whsec_!!!"},
+			errKey: "WHGUARD_X_SECRET", errMsg: "expected whsec_ followed by the base64 key, as the sender shows it, or the base64 key alone"},
+		{name: "svix not base64", env: []string{"WHGUARD_X_SCHEME=svix", "WHGUARD_X_SECRET_PREVIOUS=not base64!", "WHGUARD_X_SECRET=" + whsec},
+			errKey: "WHGUARD_X_SECRET_PREVIOUS", errMsg: "not base64"},
+		{name: "secret only whitespace", env: []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET= \n"},
+			errKey: "WHGUARD_X_SECRET", errMsg: "only whitespace"},
+		{name: "previous only whitespace", env: []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s", "WHGUARD_X_SECRET_PREVIOUS=\t"},
+			errKey: "WHGUARD_X_SECRET_PREVIOUS", errMsg: "only whitespace"},
+		{name: "trailing newline in the variable", env: []string{"WHGUARD_X_SCHEME=standard", "WHGUARD_X_SECRET=" + whsec + "\n"},
+			secrets: []string{whsec}, warned: []string{"WHGUARD_X_SECRET"}},
+		{name: "spaces around the previous", env: []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=cur", "WHGUARD_X_SECRET_PREVIOUS=  old "},
+			secrets: []string{"cur", "old"}, warned: []string{"WHGUARD_X_SECRET_PREVIOUS"}},
+		{name: "file with trailing spaces and CRLF", env: []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET_FILE=" + file("one \r\n\ttwo\r\n  \n")},
+			secrets: []string{"one", "two"}, warned: []string{"WHGUARD_X_SECRET_FILE"}},
+		{name: "file ending with a newline: nothing to say", env: []string{"WHGUARD_X_SCHEME=stripe", "WHGUARD_X_SECRET_FILE=" + file(whsec+"\n")},
+			secrets: []string{whsec}},
+		{name: "file of blank lines", env: []string{"WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET_FILE=" + file(" \n\t\n")},
+			errKey: "WHGUARD_X_SECRET_FILE", errMsg: "holds no secret"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x"}, tc.env...))
+			if tc.errKey != "" {
+				errs := configErrors(err)
+				var ce *configError
+				if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != tc.errKey || !strings.Contains(ce.msg, tc.errMsg) {
+					t.Fatalf("want one %s error saying %q, got: %v", tc.errKey, tc.errMsg, err)
+				}
+				for _, kv := range tc.env {
+					if v := kv[strings.Index(kv, "=")+1:]; len(strings.TrimSpace(v)) > 8 && !strings.Contains(kv, "FILE") && strings.Contains(ce.msg, v) {
+						t.Errorf("error %q quotes the secret", ce.msg)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.providers[0].secrets()
+			if err != nil || !slices.Equal(got, tc.secrets) {
+				t.Fatalf("secrets %q (%v), want %q", got, err, tc.secrets)
+			}
+			var warned []string
+			for _, w := range warnings {
+				key, _, _ := strings.Cut(w, ":")
+				warned = append(warned, key)
+				for _, s := range tc.secrets {
+					if strings.Contains(w, s) {
+						t.Errorf("warning %q holds the secret", w)
+					}
+				}
+			}
+			if !slices.Equal(warned, tc.warned) {
+				t.Fatalf("warnings %q, want one per variable %q", warnings, tc.warned)
+			}
+		})
 	}
 }

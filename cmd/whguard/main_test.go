@@ -126,7 +126,9 @@ func TestUnknownVariablesWarned(t *testing.T) {
 	}
 }
 
-func TestSecretsVerbatimAndRotation(t *testing.T) {
+// Secrets come current first; whitespace around each is removed
+// (TestSecretChecks covers the warnings).
+func TestSecretsTrimmedAndRotation(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "secrets")
 	os.WriteFile(file, []byte("from file one\r\nfrom file two\n\n"), 0o600)
 	cfg, _, err := loadConfig([]string{
@@ -140,7 +142,7 @@ func TestSecretsVerbatimAndRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{" spaced secret ", "from file one", "from file two", "old"}
+	want := []string{"spaced secret", "from file one", "from file two", "old"}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("secrets %q, want %q", got, want)
 	}

@@ -20,6 +20,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
 	"net/url"
 	"sort"
 	"strings"
@@ -36,6 +37,7 @@ import (
 	twilioclient "github.com/twilio/twilio-go/client"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/verify"
 )
 
 // TestE2EEveryScheme starts the real binary once with every scheme (the
@@ -88,6 +90,18 @@ func TestE2EEveryScheme(t *testing.T) {
 		env = append(env, c.env...)
 	}
 	env = append(env, "WHGUARD_PROVIDERS="+strings.Join(names, ","))
+	// The same configuration in process: the providers that re-sign, to
+	// check what the backend receives.
+	cfg, _, err := loadConfig(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resigners := map[string]*verify.Provider{}
+	for _, p := range cfg.providers {
+		if p.resign {
+			resigners[p.name] = p.provider
+		}
+	}
 	wh := start(t, binary, env)
 	waitHTTP(t, "http://"+admin+"/readyz", 20*time.Second)
 
@@ -251,10 +265,30 @@ func TestE2EEveryScheme(t *testing.T) {
 			t.Errorf("%s and %s deliveries share the Idempotency-Key %q", other, c.name, key)
 		}
 		keys[key] = c.name
-		// The sender's own headers, signatures included, pass through
-		// (docs/delivery.md, "The delivery request"), so a backend that
-		// verifies keeps working.
+		// The sender's own headers pass through (docs/delivery.md, "The
+		// delivery request"), so a backend that verifies keeps working.
+		// The signature headers of a scheme that is re-signed are made
+		// afresh instead, and must verify now at the default tolerance.
+		resigned := map[string]bool{}
+		if p := resigners[c.name]; p != nil {
+			probe := sent.header.Clone()
+			p.Resign(probe, sent.body, time.Unix(1, 0))
+			for h := range probe {
+				if strings.Join(probe.Values(h), "\n") != strings.Join(sent.header.Values(h), "\n") {
+					resigned[textproto.CanonicalMIMEHeaderKey(h)] = true
+				}
+			}
+			if len(resigned) == 0 {
+				t.Errorf("%s: re-signing changes no header", c.name)
+			}
+			if _, err := p.Check(verify.Input{Header: d.header, Body: d.body, RawQuery: d.query}, time.Now()); err != nil {
+				t.Errorf("%s: the re-signed delivery does not verify: %v", c.name, err)
+			}
+		}
 		for h, vs := range sent.header {
+			if resigned[textproto.CanonicalMIMEHeaderKey(h)] {
+				continue
+			}
 			if got := d.header.Values(h); strings.Join(got, "\n") != strings.Join(vs, "\n") {
 				t.Errorf("%s: backend header %s = %q, want %q", c.name, h, got, vs)
 			}

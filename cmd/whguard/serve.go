@@ -78,11 +78,16 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes})
-		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path))
+		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
+			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost))
 	}
 	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
-		targets[p.name] = forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath}
+		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost}
+		if p.resign {
+			t.Resign = p.provider.Resign
+		}
+		targets[p.name] = t
 	}
 	fwd, err := forwarder.New(forwarder.Config{
 		Store:       j,

@@ -1,0 +1,64 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason codes: why a request was refused, in a word fit for a log field
+// or a metric label (Reason). They never carry a secret or a value from
+// the request.
+const (
+	// ReasonMissingHeader: a required header (signature, timestamp, id)
+	// is absent or empty. → 400
+	ReasonMissingHeader = "missing_header"
+	// ReasonMalformedHeader: a signature or timestamp header that does not
+	// parse, or is too long to be genuine. → 401
+	ReasonMalformedHeader = "malformed_header"
+	// ReasonTimestampOutsideTolerance: the signed timestamp is further
+	// from now than the tolerance, in either direction. → 401
+	ReasonTimestampOutsideTolerance = "timestamp_outside_tolerance"
+	// ReasonSignatureMismatch: well-formed, but no configured secret or
+	// key verifies it. → 401
+	ReasonSignatureMismatch = "signature_mismatch"
+	// ReasonMalformedBody: the body cannot be parsed where the scheme or
+	// the event key needs it. → 400
+	ReasonMalformedBody = "malformed_body"
+	// ReasonInvalidEventID: the event id is too long, or holds control
+	// characters or invalid UTF-8. → 400
+	ReasonInvalidEventID = "invalid_event_id"
+	// ReasonUnsupportedEvent: a verified request whguard cannot serve
+	// (a Discord autocomplete or unknown interaction type). → 400
+	ReasonUnsupportedEvent = "unsupported_event"
+	// ReasonOther: an error that carries no reason (not one of Check's).
+	ReasonOther = "other"
+)
+
+// refusal is an error of Check with its reason code.
+type refusal struct {
+	reason string
+	err    error
+}
+
+func (r *refusal) Error() string { return r.err.Error() }
+func (r *refusal) Unwrap() error { return r.err }
+
+// refusef is fmt.Errorf for a refusal: format wraps ErrUnauthorized or
+// ErrBadRequest with %w, and reason says why in a word.
+func refusef(reason, format string, a ...any) error {
+	return &refusal{reason: reason, err: fmt.Errorf(format, a...)}
+}
+
+// Reason returns the reason code of an error returned by Provider.Check
+// (ReasonMissingHeader, ReasonMalformedHeader, …): "" for nil, ReasonOther
+// for an error that carries none.
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.reason
+	}
+	return ReasonOther
+}
