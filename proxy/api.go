@@ -66,8 +66,8 @@ func NewAPI(cfg APIConfig) http.Handler {
 }
 
 type api struct {
-	store    Inspector
-	onReplay func()
+	store     Inspector
+	onReplay  func()
 	log       *zap.Logger
 	redact    redactor
 	providers []string
