@@ -22,15 +22,17 @@ const smallBody = 64 << 10
 // (an unauthenticated attack: the signature is checked only once the body
 // is in) cannot keep small, genuine webhooks out.
 type bodyBudget struct {
-	all, large *semaphore.Weighted
-	total      int64
+	all, large        *semaphore.Weighted
+	total, largeShare int64
 }
 
 func newBodyBudget(total int64) *bodyBudget {
+	share := max(total*3/4, 1)
 	return &bodyBudget{
-		all:   semaphore.NewWeighted(total),
-		large: semaphore.NewWeighted(total * 3 / 4),
-		total: total,
+		all:        semaphore.NewWeighted(total),
+		large:      semaphore.NewWeighted(share),
+		total:      total,
+		largeShare: share,
 	}
 }
 
@@ -39,6 +41,8 @@ func newBodyBudget(total int64) *bodyBudget {
 func (b *bodyBudget) reserve(n int64) (release func(), ok bool) {
 	n = min(max(n, 1), b.total)
 	if n > smallBody {
+		// A body larger than the whole large share takes all of it.
+		n = min(n, b.largeShare)
 		if !b.large.TryAcquire(n) {
 			return nil, false
 		}

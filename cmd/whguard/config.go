@@ -41,13 +41,14 @@ const (
 // as the package constant of the component that uses it.
 func defaultConfig() config {
 	return config{
-		Listen:          defaultListen,
-		AdminListen:     defaultAdminListen,
-		DatabaseURL:     defaultDatabaseURL,
-		MaxBodyBytes:    proxy.DefaultMaxBodyBytes,
-		LogLevel:        defaultLogLevel,
-		LogFormat:       defaultLogFormat,
-		ShutdownTimeout: defaultShutdownTimeout,
+		Listen:           defaultListen,
+		AdminListen:      defaultAdminListen,
+		DatabaseURL:      defaultDatabaseURL,
+		MaxBodyBytes:     proxy.DefaultMaxBodyBytes,
+		MaxBufferedBytes: proxy.DefaultMaxBufferedBytes,
+		LogLevel:         defaultLogLevel,
+		LogFormat:        defaultLogFormat,
+		ShutdownTimeout:  defaultShutdownTimeout,
 
 		ForwardTimeout:     forwarder.DefaultTimeout,
 		ForwardConcurrency: forwarder.DefaultConcurrency,
@@ -62,14 +63,25 @@ func defaultConfig() config {
 // config is the whole configuration, parsed once from WHGUARD_* variables
 // over defaultConfig.
 type config struct {
-	Listen          string        `env:"LISTEN"`
-	AdminListen     string        `env:"ADMIN_LISTEN"`
-	AdminToken      string        `env:"ADMIN_TOKEN"`
-	AdminURL        string        `env:"ADMIN_URL"` // read by `whguard events` only
-	DatabaseURL     string        `env:"DATABASE_URL"`
-	BackendURL      string        `env:"BACKEND_URL"`
-	Providers       []string      `env:"PROVIDERS"`
-	MaxBodyBytes    int64         `env:"MAX_BODY_BYTES"`
+	Listen       string   `env:"LISTEN"`
+	AdminListen  string   `env:"ADMIN_LISTEN"`
+	AdminToken   string   `env:"ADMIN_TOKEN"`
+	AdminURL     string   `env:"ADMIN_URL"` // read by `whguard events` only
+	DatabaseURL  string   `env:"DATABASE_URL"`
+	BackendURL   string   `env:"BACKEND_URL"`
+	Providers    []string `env:"PROVIDERS"`
+	MaxBodyBytes int64    `env:"MAX_BODY_BYTES"`
+	// MaxBufferedBytes bounds the request bodies being read at once.
+	MaxBufferedBytes int64 `env:"MAX_BUFFERED_BYTES"`
+	// MetricsListen, when set, serves /metrics, /healthz and /readyz on a
+	// listener of their own, for scrapers and probes.
+	MetricsListen string `env:"METRICS_LISTEN"`
+	// AdminHosts are Host names the admin listener answers besides the
+	// loopback ones.
+	AdminHosts []string `env:"ADMIN_HOSTS"`
+	// RedactHeaders are headers, besides the credential ones, whose values
+	// no read surface shows.
+	RedactHeaders   []string      `env:"REDACT_HEADERS"`
 	LogLevel        string        `env:"LOG_LEVEL"`
 	LogFormat       string        `env:"LOG_FORMAT"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
@@ -190,6 +202,10 @@ func loadConfig(environ []string) (*config, []string, error) {
 	c := defaultConfig()
 	ps.merge(parseEnv(&c, envPrefix, vars))
 	known := knownKeys(&config{}, envPrefix)
+	readBy := map[string]string{} // variable → who reads it
+	for k := range known {
+		readBy[k] = "a global setting"
+	}
 	var warnings []string
 	seen := map[string]bool{}
 	for _, raw := range c.Providers {
@@ -207,9 +223,24 @@ func loadConfig(environ []string) (*config, []string, error) {
 		}
 		seen[name] = true
 		pc := providerConfig{name: name, prefix: envPrefix + strings.ToUpper(name) + "_"}
+		// Two providers must not read one variable (x's FORWARD_PATH is
+		// x_forward's PATH), nor a provider a global one (a provider named
+		// admin would read WHGUARD_ADMIN_TOKEN as its TOKEN).
+		clash := ""
+		for k := range knownKeys(&providerEnv{}, pc.prefix) {
+			if owner, ok := readBy[k]; ok {
+				clash = fmt.Sprintf("its %s is also %s", k, owner)
+				break
+			}
+		}
+		if clash != "" {
+			ps.addf("WHGUARD_PROVIDERS", "provider %q clashes with another setting: %s; rename the provider", name, clash)
+			continue
+		}
 		ps.merge(parseEnv(&pc.env, pc.prefix, vars))
 		for k := range knownKeys(&providerEnv{}, pc.prefix) {
 			known[k] = true
+			readBy[k] = "a setting of provider " + name
 		}
 		c.providers = append(c.providers, pc)
 	}
@@ -226,6 +257,24 @@ func loadConfig(environ []string) (*config, []string, error) {
 	return &c, append(warnings, w...), nil
 }
 
+// maxBodyLimit is the largest body limit accepted: 64 MiB, above any
+// sender's documented maximum (GitHub caps payloads at 25 MB).
+const maxBodyLimit = 64 << 20
+
+// validHeaderName reports an HTTP header field name (an RFC 9110 token).
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
 // ignoredKeys are WHGUARD_ variables read by tooling, not by whguard.
 var ignoredKeys = map[string]bool{}
 
@@ -235,8 +284,16 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	if len(c.providers) == 0 && !ps.failed("WHGUARD_PROVIDERS") {
 		ps.addf("WHGUARD_PROVIDERS", "no provider configured (e.g. WHGUARD_PROVIDERS=stripe)")
 	}
-	if c.MaxBodyBytes <= 0 && !ps.failed("WHGUARD_MAX_BODY_BYTES") {
-		ps.addf("WHGUARD_MAX_BODY_BYTES", "must be positive, got %d", c.MaxBodyBytes)
+	if (c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit) && !ps.failed("WHGUARD_MAX_BODY_BYTES") {
+		ps.addf("WHGUARD_MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, c.MaxBodyBytes)
+	}
+	if c.MaxBufferedBytes <= 0 && !ps.failed("WHGUARD_MAX_BUFFERED_BYTES") {
+		ps.addf("WHGUARD_MAX_BUFFERED_BYTES", "must be positive, got %d", c.MaxBufferedBytes)
+	}
+	for _, name := range c.RedactHeaders {
+		if !validHeaderName(strings.TrimSpace(name)) {
+			ps.addf("WHGUARD_REDACT_HEADERS", "%q is not a header name", name)
+		}
 	}
 	if c.ShutdownTimeout <= 0 && !ps.failed("WHGUARD_SHUTDOWN_TIMEOUT") {
 		ps.addf("WHGUARD_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
@@ -324,16 +381,24 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	switch other, dup := paths[p.env.Path]; {
 	case !strings.HasPrefix(p.env.Path, "/"):
 		ps.addf(p.prefix+"PATH", "%q must start with /", p.env.Path)
+	case strings.ContainsAny(p.env.Path, "?#%"):
+		// The path is matched against the decoded request path, without
+		// its query: such a path could never match a request.
+		ps.addf(p.prefix+"PATH", "%q must be a plain path, without ?, # or %%-escapes", p.env.Path)
 	case dup:
 		ps.addf(p.prefix+"PATH", "%q is already the path of provider %s; give each provider its own", p.env.Path, other)
 	default:
 		paths[p.env.Path] = p.name
 	}
-	if p.env.MaxBodyBytes < 0 {
-		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be positive, got %d", p.env.MaxBodyBytes)
+	if p.env.MaxBodyBytes < 0 || p.env.MaxBodyBytes > maxBodyLimit {
+		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, p.env.MaxBodyBytes)
 	}
 	if p.env.MaxBodyBytes <= 0 {
 		p.env.MaxBodyBytes = c.MaxBodyBytes
+	}
+	if p.env.MaxBodyBytes > c.MaxBufferedBytes && c.MaxBufferedBytes > 0 {
+		ps.addf(p.prefix+"MAX_BODY_BYTES", "%d is above WHGUARD_MAX_BUFFERED_BYTES (%d): such a body could never be read; raise the budget or lower the limit",
+			p.env.MaxBodyBytes, c.MaxBufferedBytes)
 	}
 	switch {
 	case p.env.BackendURL != "":

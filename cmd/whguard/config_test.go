@@ -44,6 +44,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_BACKEND_URL", "localhost:3000", nil, "http(s) URL"},
 		{"WHGUARD_PROVIDERS", "a-b", nil, "letters, digits"},
 		{"WHGUARD_MAX_BODY_BYTES", "lots", nil, "whole number"},
+		{"WHGUARD_MAX_BUFFERED_BYTES", "0", nil, "positive"},
+		{"WHGUARD_REDACT_HEADERS", "X-Key,bad header", nil, "not a header name"},
 		{"WHGUARD_LOG_LEVEL", "loud", nil, "debug, info, warn or error"},
 		{"WHGUARD_LOG_FORMAT", "xml", nil, "json or console"},
 		{"WHGUARD_SHUTDOWN_TIMEOUT", "0s", nil, "positive"},
@@ -62,7 +64,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_PATH", "hooks", nil, "must start with /"},
 		{"WHGUARD_X_TOLERANCE", "-1s", nil, "positive duration"},
 		{"WHGUARD_X_ID_HEADER", "bad header", nil, "letters, digits"},
-		{"WHGUARD_X_MAX_BODY_BYTES", "-1", nil, "positive"},
+		{"WHGUARD_X_MAX_BODY_BYTES", "-1", nil, "from 1 to 67108864"},
 		{"WHGUARD_X_BACKEND_URL", "ftp://x", nil, "http(s) URL"},
 		{"WHGUARD_X_FORWARD_PATH", "x", nil, "must start with /"},
 		{"WHGUARD_X_RESIGN", "true", nil, "signatures never expire"},
@@ -82,6 +84,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		"WHGUARD_ADMIN_TOKEN":        "any token",
 		"WHGUARD_ADMIN_URL":          "read by whguard events only",
 		"WHGUARD_X_SIGNATURE_PREFIX": "any text",
+		"WHGUARD_METRICS_LISTEN":     "checked when listening",
+		"WHGUARD_ADMIN_HOSTS":        "any host names",
 	}
 	covered := map[string]bool{}
 	for _, tc := range cases {
@@ -467,5 +471,38 @@ func TestSecretChecks(t *testing.T) {
 				t.Fatalf("warnings %q, want one per variable %q", warnings, tc.warned)
 			}
 		})
+	}
+}
+
+
+// TestBodyLimitsAndPathsRefused: limits beyond 64 MiB (one once overflowed
+// the read and made every body empty), a body limit above the buffering
+// budget, paths that could never match, and providers whose variables
+// collide are start-up errors naming the variable.
+func TestBodyLimitsAndPathsRefused(t *testing.T) {
+	base := []string{"WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s", "WHGUARD_BACKEND_URL=http://127.0.0.1:1"}
+	for _, c := range []struct {
+		env  []string
+		key  string
+		hint string
+	}{
+		{[]string{"WHGUARD_MAX_BODY_BYTES=9223372036854775807"}, "WHGUARD_MAX_BODY_BYTES", "from 1 to 67108864"},
+		{[]string{"WHGUARD_MAX_BODY_BYTES=67108865"}, "WHGUARD_MAX_BODY_BYTES", "64 MiB"},
+		{[]string{"WHGUARD_X_MAX_BODY_BYTES=9223372036854775807"}, "WHGUARD_X_MAX_BODY_BYTES", "from 1 to 67108864"},
+		{[]string{"WHGUARD_MAX_BUFFERED_BYTES=1000", "WHGUARD_X_MAX_BODY_BYTES=2000"}, "WHGUARD_X_MAX_BODY_BYTES", "WHGUARD_MAX_BUFFERED_BYTES"},
+		{[]string{"WHGUARD_X_PATH=/hooks?x=1"}, "WHGUARD_X_PATH", "plain path"},
+		{[]string{"WHGUARD_X_PATH=/hooks%2Fx"}, "WHGUARD_X_PATH", "plain path"},
+		{[]string{"WHGUARD_PROVIDERS=x,x_forward", "WHGUARD_X_FORWARD_SCHEME=github", "WHGUARD_X_FORWARD_SECRET=s"}, "WHGUARD_PROVIDERS", "WHGUARD_X_FORWARD_PATH"},
+	} {
+		_, _, err := loadConfig(append(append([]string{}, base...), c.env...))
+		if err == nil {
+			t.Fatalf("%v accepted", c.env)
+		}
+		if !strings.Contains(err.Error(), c.key+": ") || !strings.Contains(err.Error(), c.hint) {
+			t.Errorf("%v: %v; want %s and %q", c.env, err, c.key, c.hint)
+		}
+	}
+	if _, _, err := loadConfig(append(append([]string{}, base...), "WHGUARD_MAX_BODY_BYTES=67108864")); err != nil {
+		t.Fatalf("64 MiB refused: %v", err)
 	}
 }

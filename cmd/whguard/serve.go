@@ -120,11 +120,12 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	}
 	ingressMetrics := proxy.NewMetrics(reg)
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:   routes,
-		Journal:  journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
-		Metrics:  ingressMetrics,
-		Logger:   log.Named("ingress"),
-		OnCommit: fwd.Wake,
+		Routes:           routes,
+		MaxBufferedBytes: cfg.MaxBufferedBytes,
+		Journal:          journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
+		Metrics:          ingressMetrics,
+		Logger:           log.Named("ingress"),
+		OnCommit:         fwd.Wake,
 		// A new event takes a free delivery slot at once: inserted leased,
 		// delivered from memory after its commit (no lease statement).
 		Dispatcher: fwd,
@@ -136,8 +137,10 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Ready:    j.Ready,
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
-		API:      proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api")}),
-		Logger:   log.Named("admin"),
+		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg)}),
+		Logger:       log.Named("admin"),
+		AllowedHosts: cfg.AdminHosts,
 	})
 	if cfg.AdminToken == "" {
 		log.Warn("WHGUARD_ADMIN_TOKEN is not set: the admin API stays closed")
@@ -146,6 +149,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	servers := []*http.Server{
 		proxy.NewServer(cfg.Listen, ingress, log.Named("ingress")),
 		proxy.NewServer(cfg.AdminListen, admin, log.Named("admin")),
+	}
+	if cfg.MetricsListen != "" {
+		// Scrapers and probes get their own listener, whatever Host they
+		// send; the admin one can stay on loopback.
+		servers = append(servers, proxy.NewServer(cfg.MetricsListen, proxy.NewProbes(j.Ready, reg, log.Named("metrics")), log.Named("metrics")))
 	}
 	// /debug/pprof/profile streams for 30 s by default: give the admin
 	// listener room for it.
@@ -197,6 +205,9 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if err := fwd.Stop(sctx); err != nil {
 		log.Warn("deliveries interrupted at the shutdown deadline; their leases were handed back", zap.Error(err))
 	}
+	for _, srv := range servers[2:] {
+		_ = srv.Shutdown(sctx)
+	}
 	if err := servers[1].Shutdown(sctx); err != nil {
 		log.Warn("admin shutdown incomplete", zap.Error(err))
 	}
@@ -220,4 +231,13 @@ func migrateUntilDone(ctx context.Context, j journal.Store, log *zap.Logger) boo
 		case <-time.After(2 * time.Second):
 		}
 	}
+}
+
+// providerNames lists the configured providers' names.
+func providerNames(cfg *config) []string {
+	names := make([]string, len(cfg.providers))
+	for i, p := range cfg.providers {
+		names[i] = p.name
+	}
+	return names
 }
