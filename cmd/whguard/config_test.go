@@ -474,7 +474,6 @@ func TestSecretChecks(t *testing.T) {
 	}
 }
 
-
 // TestBodyLimitsAndPathsRefused: limits beyond 64 MiB (one once overflowed
 // the read and made every body empty), a body limit above the buffering
 // budget, paths that could never match, and providers whose variables
