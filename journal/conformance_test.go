@@ -46,6 +46,7 @@ func TestConformance(t *testing.T) {
 		{"CompleteStoresAnyExcerpt", testCompleteStoresAnyExcerpt},
 		{"HoldSpendsNoAttempt", testHoldSpendsNoAttempt},
 		{"FindByEventIDAndConflicts", testFindByEventIDAndConflicts},
+		{"ReadyFollowsCommits", testReadyFollowsCommits},
 	}
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		for _, tc := range tests {
@@ -952,5 +953,26 @@ func testFindByEventIDAndConflicts(t *testing.T, s journal.Store) {
 	}
 	if _, err := s.Conflicts(ctx, 999999); !errors.Is(err, journal.ErrNotFound) {
 		t.Fatalf("conflicts of no event: %v", err)
+	}
+}
+
+// testReadyFollowsCommits: readiness commits a write, so it fails while
+// the journal cannot commit (a lock held by the test here; a full or
+// read-only disk in production), and comes back after.
+func testReadyFollowsCommits(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	release := blockCommits(t, s)
+	short, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	err := s.Ready(short)
+	cancel()
+	if err == nil || errors.Is(err, journal.ErrNotMigrated) {
+		t.Fatalf("ready while commits are blocked: %v", err)
+	}
+	release()
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("ready after: %v", err)
 	}
 }

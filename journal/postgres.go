@@ -146,8 +146,9 @@ func (p *Postgres) Close() {
 // Pool exposes the connection pool to the forwarder's LISTEN loop and tests.
 func (p *Postgres) Pool() *pgxpool.Pool { return p.pool }
 
-// Ready reports whether the database answers and carries this binary's
-// schema version; ErrNotMigrated when it answers but is behind.
+// Ready reports whether the database answers, carries this binary's
+// schema version and can commit (it commits one small write);
+// ErrNotMigrated when it answers but is behind.
 func (p *Postgres) Ready(ctx context.Context) error {
 	var v *int
 	err := p.pool.QueryRow(ctx, `SELECT max(version) FROM whguard_schema_migrations`).Scan(&v)
@@ -159,6 +160,11 @@ func (p *Postgres) Ready(ctx context.Context) error {
 	}
 	if v == nil || *v < LatestVersion() {
 		return ErrNotMigrated
+	}
+	// A read answers on a full or read-only disk; a commit does not.
+	if _, err := p.pool.Exec(ctx, `INSERT INTO whguard_ready_probe (id, at) VALUES (1, now())
+		ON CONFLICT (id) DO UPDATE SET at = excluded.at`); err != nil {
+		return fmt.Errorf("commit a readiness probe: %w", err)
 	}
 	return nil
 }

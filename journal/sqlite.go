@@ -39,6 +39,7 @@ type SQLiteConfig struct {
 // power loss; delivery-state changes are not synced one by one
 // (writeState).
 type SQLite struct {
+	path string
 	w, r *sql.DB
 	lock *os.File
 	log  *zap.Logger
@@ -106,7 +107,7 @@ func OpenSQLite(ctx context.Context, cfg SQLiteConfig) (*SQLite, error) {
 		return nil, fmt.Errorf("open embedded journal: %w", err)
 	}
 	r.SetMaxOpenConns(4)
-	s := &SQLite{w: w, r: r, lock: lock, log: cfg.Logger, now: cfg.Now}
+	s := &SQLite{path: cfg.Path, w: w, r: r, lock: lock, log: cfg.Logger, now: cfg.Now}
 	if s.log == nil {
 		s.log = zap.NewNop()
 	}
@@ -291,7 +292,11 @@ func (s *SQLite) Migrate(ctx context.Context) ([]int, error) {
 	return applied, nil
 }
 
-// Ready reports whether the file carries this binary's schema.
+// Path is the journal file's path.
+func (s *SQLite) Path() string { return s.path }
+
+// Ready reports whether the file carries this binary's schema and can
+// commit (it commits one small write).
 func (s *SQLite) Ready(ctx context.Context) error {
 	var v sql.NullInt64
 	err := s.r.QueryRowContext(ctx, `SELECT max(version) FROM whguard_schema_migrations`).Scan(&v)
@@ -303,6 +308,15 @@ func (s *SQLite) Ready(ctx context.Context) error {
 	}
 	if !v.Valid || int(v.Int64) < sqliteLatestVersion() {
 		return ErrNotMigrated
+	}
+	// A read answers on a full or read-only disk; a commit does not.
+	err = s.write(ctx, func(tx sqliteTx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO whguard_ready_probe (id, at) VALUES (1, ?)
+			ON CONFLICT (id) DO UPDATE SET at = excluded.at`, s.now().UnixNano())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("commit a readiness probe: %w", err)
 	}
 	return nil
 }
