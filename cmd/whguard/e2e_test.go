@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -170,6 +171,12 @@ func (s *stack) startOrders() {
 }
 
 func (s *stack) startWhguard(waitReady bool) {
+	s.startWhguardBinary(binary, waitReady)
+}
+
+// startWhguardBinary starts the given build of whguard (the race-enabled
+// one by default; plainBinary where memory is measured).
+func (s *stack) startWhguardBinary(bin string, waitReady bool) {
 	env := append([]string{
 		"WHGUARD_DATABASE_URL=" + s.dbURL,
 		"WHGUARD_LISTEN=" + s.listen,
@@ -184,7 +191,7 @@ func (s *stack) startWhguard(waitReady bool) {
 		"WHGUARD_FORWARD_TIMEOUT=5s",
 		"WHGUARD_SHUTDOWN_TIMEOUT=5s",
 	}, s.extraEnv...)
-	s.whguard = start(s.t, binary, env)
+	s.whguard = start(s.t, bin, env)
 	if waitReady {
 		waitHTTP(s.t, "http://"+s.admin+"/readyz", 20*time.Second)
 	}
@@ -574,4 +581,108 @@ func TestDemoKeep(t *testing.T) {
 	if err := p.wait(t, 15*time.Second); err != nil {
 		t.Fatalf("demo --keep after Ctrl-C: %v", err)
 	}
+}
+
+// TestE2EMemoryBoundUnderWithheldBodies: 300 unauthenticated connections
+// each declare a 1 MiB body with well-formed but wrong signature headers,
+// send all of it but the last byte, and hold the connection. whguard's RSS
+// stays under 150 MB (it went past 365 MB before the body budget) and
+// genuine signed webhooks still get through meanwhile.
+func TestE2EMemoryBoundUnderWithheldBodies(t *testing.T) {
+	s := newStack(t, "sqlite")
+	s.startOrders()
+	// Measured without the race detector, whose shadow memory is part of
+	// the RSS of the suite's usual build.
+	s.startWhguardBinary(plainBinary(t), true)
+	const (
+		conns = 300
+		size  = 1 << 20
+	)
+	before := procRSS(t, s.whguard.cmd.Process.Pid)
+	t.Logf("RSS before the attack: %d MB", before)
+	var wg sync.WaitGroup
+	held := make(chan net.Conn, conns)
+	chunk := make([]byte, 64<<10)
+	for range conns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := net.DialTimeout("tcp", s.listen, 5*time.Second)
+			if err != nil {
+				return
+			}
+			held <- c
+			_ = c.SetWriteDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(c, "POST /webhooks/shop HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
+				"webhook-id: msg_attack\r\nwebhook-timestamp: %d\r\nwebhook-signature: v1,%s\r\n\r\n",
+				s.listen, size, time.Now().Unix(), strings.Repeat("A", 43)+"=")
+			for sent := 0; sent < size-1; {
+				n, err := c.Write(chunk[:min(len(chunk), size-1-sent)])
+				if err != nil {
+					return // answered 503 and closed: the budget at work
+				}
+				sent += n
+			}
+		}()
+	}
+	wg.Wait()
+	t.Cleanup(func() {
+		close(held)
+		for c := range held {
+			c.Close()
+		}
+	})
+	rss := func() int { return procRSS(t, s.whguard.cmd.Process.Pid) }
+	client := &http.Client{Timeout: 5 * time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for i := range 10 {
+		if !s.sendUntilAcked(client, fmt.Sprintf("msg_genuine_%d", i), orderEvent(fmt.Sprintf("ord_mem_%d", i), "order.created"), deadline) {
+			t.Fatalf("genuine webhook %d not acknowledged during the attack", i)
+		}
+	}
+	if mb := rss(); mb >= 150 {
+		t.Fatalf("RSS %d MB with %d withheld 1 MiB bodies, want < 150", mb, conns)
+	} else {
+		t.Logf("RSS %d MB with %d withheld 1 MiB bodies", mb, conns)
+	}
+	s.waitDelivered(10, 20*time.Second)
+}
+
+// procRSS reads a process's resident set size in MB.
+func procRSS(t *testing.T, pid int) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb int
+			fmt.Sscanf(strings.TrimSpace(strings.TrimPrefix(line, "VmRSS:")), "%d", &kb)
+			return kb / 1024
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
+
+var plain struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// plainBinary builds whguard without the race detector, once per run.
+func plainBinary(t *testing.T) string {
+	t.Helper()
+	plain.once.Do(func() {
+		plain.path = filepath.Join(filepath.Dir(binary), "whguard-plain")
+		if out, err := exec.Command("go", "build", "-o", plain.path, ".").CombinedOutput(); err != nil {
+			plain.err = fmt.Errorf("build whguard without -race: %v\n%s", err, out)
+		}
+	})
+	if plain.err != nil {
+		t.Fatal(plain.err)
+	}
+	return plain.path
 }
