@@ -66,6 +66,7 @@ func marshalHeaders(h http.Header) ([]byte, error) {
 	if h == nil {
 		h = http.Header{}
 	}
+	h = rawHeaderValues(h)
 	b, err := json.Marshal(h)
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)

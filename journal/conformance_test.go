@@ -47,6 +47,7 @@ func TestConformance(t *testing.T) {
 		{"HoldSpendsNoAttempt", testHoldSpendsNoAttempt},
 		{"FindByEventIDAndConflicts", testFindByEventIDAndConflicts},
 		{"ReadyFollowsCommits", testReadyFollowsCommits},
+		{"HeadersKeepTheirBytes", testHeadersKeepTheirBytes},
 	}
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		for _, tc := range tests {
@@ -974,5 +975,21 @@ func testReadyFollowsCommits(t *testing.T, s journal.Store) {
 	release()
 	if err := s.Ready(ctx); err != nil {
 		t.Fatalf("ready after: %v", err)
+	}
+}
+
+// testHeadersKeepTheirBytes: a header value that is not UTF-8 is stored,
+// leased and shown with its exact bytes (JSON once turned them into U+FFFD,
+// and that is what was forwarded).
+func testHeadersKeepTheirBytes(t *testing.T, s journal.Store) {
+	e := ev("p", "raw", "h")
+	e.Headers = http.Header{"X-Legacy": {"caf\xe9", "ok"}, "X-Plain": {"fine"}}
+	id := appendOne(t, s, e).ID
+	if got := get(t, s, id).Headers; got.Values("X-Legacy")[0] != "caf\xe9" || got.Values("X-Legacy")[1] != "ok" || got.Get("X-Plain") != "fine" || len(got) != 2 {
+		t.Fatalf("stored headers %q", got)
+	}
+	d := leaseAll(t, s, time.Minute)[0]
+	if d.Headers.Get("X-Legacy") != "caf\xe9" || len(d.Headers) != 2 {
+		t.Fatalf("leased headers %q", d.Headers)
 	}
 }

@@ -1,9 +1,12 @@
 package journal
 
 import (
+	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -15,12 +18,65 @@ import (
 // escape, invalid UTF-8, a syntax error) takes json.Unmarshal's path, so
 // the result and the errors are always its own.
 func decodeHeaders(s string) (http.Header, error) {
-	if h, ok := parseHeaders(s); ok {
-		return h, nil
+	h, ok := parseHeaders(s)
+	if !ok {
+		h = http.Header{}
+		if err := json.Unmarshal([]byte(s), &h); err != nil {
+			return nil, err
+		}
 	}
-	h := http.Header{}
-	if err := json.Unmarshal([]byte(s), &h); err != nil {
-		return nil, err
+	return restoreRawValues(h)
+}
+
+// rawPrefix marks, in stored headers, a header whose values are not valid
+// UTF-8 (JSON would turn their bytes into U+FFFD): it is stored under
+// rawPrefix + its name with base64 values, and restored with its exact
+// bytes. A colon never appears in a header name, so the key cannot clash.
+const rawPrefix = ":raw:"
+
+// rawHeaderValues returns h, or a copy of it in which every header with a
+// value that is not valid UTF-8 is moved to its rawPrefix key, base64.
+func rawHeaderValues(h http.Header) http.Header {
+	var out http.Header
+	for name, vs := range h {
+		for _, v := range vs {
+			if utf8.ValidString(v) {
+				continue
+			}
+			if out == nil {
+				out = h.Clone()
+			}
+			enc := make([]string, len(vs))
+			for i, v := range vs {
+				enc[i] = base64.StdEncoding.EncodeToString([]byte(v))
+			}
+			delete(out, name)
+			out[rawPrefix+name] = enc
+			break
+		}
+	}
+	if out == nil {
+		return h
+	}
+	return out
+}
+
+// restoreRawValues undoes rawHeaderValues in place.
+func restoreRawValues(h http.Header) (http.Header, error) {
+	for key, vs := range h {
+		if !strings.HasPrefix(key, rawPrefix) {
+			continue
+		}
+		dec := make([]string, len(vs))
+		for i, v := range vs {
+			b, err := base64.StdEncoding.DecodeString(v)
+			if err != nil {
+				return nil, fmt.Errorf("decode raw header %s: %w", key[len(rawPrefix):], err)
+			}
+			dec[i] = string(b)
+		}
+		delete(h, key)
+		h[key[len(rawPrefix):]] = dec
 	}
 	return h, nil
 }
