@@ -31,6 +31,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestAppendUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// Nothing listens on port 1: the append must fail, never pretend.
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=1"})
@@ -49,6 +50,7 @@ func TestAppendUnavailable(t *testing.T) {
 // Two separate processes migrating one empty database at the same moment:
 // the advisory lock serializes them and both succeed.
 func TestMigrateTwoProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	u, drop, err := testdb.Create(ctx, "mig2")
 	if err != nil {
@@ -110,6 +112,7 @@ func TestMigrateChild(t *testing.T) {
 // Payloads and attempts have no foreign key on PostgreSQL (migration
 // 0004): retention must delete them itself, leaving no orphans.
 func TestRetentionLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	deliveredEvent(t, s, "a")
@@ -130,6 +133,7 @@ func TestRetentionLeavesNoOrphans(t *testing.T) {
 // payload, due for delivery. (Found in review: the delete re-checked only
 // the id after waiting, and deleted the replayed event.)
 func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	ds := []journal.Delivery{deliveredEvent(t, s, "old")}
@@ -171,6 +175,7 @@ func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
 // only its own event, never the batch it shares with others. (Found in
 // review: one such request made every request of its group commit 503.)
 func TestDataErrorRefusesOnlyItsEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	good := journal.Event{Provider: "p", EventID: "good", ContentHash: "h", Body: []byte("{}"), Path: "/"}
@@ -191,8 +196,9 @@ func TestDataErrorRefusesOnlyItsEvent(t *testing.T) {
 // whguard's own vacuum (used when the server's autovacuum is off) clears the
 // dead row versions every lease and outcome leave behind.
 func TestCleanupVacuumsHotTables(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "vac")
+	u, drop, err := testdb.CreateMigrated(ctx, "vac")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,9 +208,6 @@ func TestCleanupVacuumsHotTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var batch []journal.Event
 	for i := range 200 {
 		batch = append(batch, journal.Event{Provider: "p", EventID: fmt.Sprint(i), ContentHash: "h", Body: []byte("{}"), Path: "/"})
@@ -267,8 +270,9 @@ func deliveredEvent(t *testing.T, s *journal.Postgres, eventID string) journal.D
 // empty kept scanning whole tables as it grew), and that
 // WHGUARD_DATABASE_URL can still choose otherwise.
 func TestPlanModeInURLWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "plan")
+	u, drop, err := testdb.CreateMigrated(ctx, "plan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +328,9 @@ func TestPlanModeInURLWins(t *testing.T) {
 // executed again after it has grown to 30 000 events go by index, never by
 // a sequential scan of the events or payloads table.
 func TestHotPlansFollowTheJournal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "growth")
+	u, drop, err := testdb.CreateMigrated(ctx, "growth")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,9 +340,6 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var mode string
 	if err := s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_custom_plan" {
 		t.Fatalf("general pool: plan_cache_mode %q (%v), want force_custom_plan", mode, err)
@@ -470,6 +472,7 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 // Inserted (before, the whole batch returned an error and its committed
 // events were answered 503).
 func TestUnrecordedConflictFailsOnlyItself(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	appendOne(t, s, ev("p", "old", "h1"))
