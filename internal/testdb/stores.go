@@ -21,6 +21,16 @@ func ForEachStore(t *testing.T, fn func(t *testing.T, store string)) {
 	}
 }
 
+// ForEachStoreParallel is ForEachStore with the subtests run in parallel
+// with each other, for tests whose every subtest opens a journal of its own
+// (OpenStore) and holds no other shared resource.
+func ForEachStoreParallel(t *testing.T, fn func(t *testing.T, store string)) {
+	ForEachStore(t, func(t *testing.T, store string) {
+		t.Parallel()
+		fn(t, store)
+	})
+}
+
 // OpenStore returns a journal of the test's own on the named store (a
 // fresh PostgreSQL database, or a SQLite file in a temporary directory),
 // migrated unless migrate is false, and closed when the test ends. A
