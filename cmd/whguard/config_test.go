@@ -17,6 +17,7 @@ import (
 // reported as WHGUARD_<NAME>_ID_HEADER, because the variable was guessed
 // from the words of verify's message ("header").
 func TestBadSignatureHeaderNamesItsVariable(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := runCmd([]string{"serve"},
 		"WHGUARD_DATABASE_URL="+dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x",
 		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header")
@@ -31,6 +32,7 @@ func TestBadSignatureHeaderNamesItsVariable(t *testing.T) {
 // Every variable that can hold a bad value is reported under its own name,
 // alone, with a hint of what is valid.
 func TestEveryBadVariableNamed(t *testing.T) {
+	t.Parallel()
 	base := []string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s"}
 	hmac := []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SIGNATURE_HEADER=X-Sig"}
 	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -113,6 +115,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 
 // Several bad variables are all reported, one per line, in one run.
 func TestAllConfigErrorsReported(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := runCmd([]string{"serve"},
 		"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x,y", "WHGUARD_LOG_FORMAT=xml",
 		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header", "WHGUARD_X_SIGNATURE_ENCODING=base32",
@@ -166,6 +169,7 @@ func readmeTable(t *testing.T, header string) [][]string {
 // The README's scheme table lists the registry's schemes, in order, with
 // their required variables and default tolerances.
 func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
+	t.Parallel()
 	varField := map[string]verify.Field{}
 	for f, v := range fieldVars {
 		varField[v] = f
@@ -218,6 +222,7 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 // The README's configuration reference lists exactly the variables whguard
 // reads (per-provider ones as WHGUARD_<NAME>_X), with the defaults it uses.
 func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
+	t.Parallel()
 	token := regexp.MustCompile("`([^`]+)`")
 	documented := map[string]string{} // variable → its default cell
 	for _, row := range readmeTable(t, "| variable | default |") {
@@ -285,6 +290,7 @@ func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
 // An unset or empty variable keeps its default; an explicit zero is still
 // checked (WHGUARD_FORWARD_TIMEOUT=0s is refused, see TestEveryBadVariableNamed).
 func TestDefaultsApplied(t *testing.T) {
+	t.Parallel()
 	c, _, err := loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=none",
 		"WHGUARD_FORWARD_TIMEOUT=", "WHGUARD_LOG_LEVEL="})
 	if err != nil {
