@@ -1,8 +1,10 @@
 package journal_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -50,8 +52,8 @@ func TestAppendUnavailable(t *testing.T) {
 	}
 }
 
-// Two separate processes migrating one empty database at the same moment:
-// the advisory lock serializes them and both succeed.
+// Separate processes migrating one empty database at the same moment:
+// the advisory lock serializes them and all succeed.
 func TestMigrateTwoProcesses(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -60,25 +62,63 @@ func TestMigrateTwoProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer drop()
-	start := time.Now().Add(500 * time.Millisecond).UnixNano()
-	var cmds []*exec.Cmd
-	var outs []*strings.Builder
-	for range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMigrateChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "WHGUARD_TEST_MIGRATE_URL="+u, fmt.Sprintf("WHGUARD_TEST_MIGRATE_AT=%d", start))
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
+	type child struct {
+		cmd         *exec.Cmd
+		stdin       io.WriteCloser
+		out, errs   strings.Builder // out is complete once read is closed
+		ready, read chan struct{}
+	}
+	children := make([]*child, 3)
+	for i := range children {
+		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestMigrateChild$", "-test.count=1"),
+			ready: make(chan struct{}), read: make(chan struct{})}
+		c.cmd.Env = append(os.Environ(), "WHGUARD_TEST_MIGRATE_URL="+u)
+		c.cmd.Stderr = &c.errs
+		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		stdout, err := c.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(outs[i].String(), "MIGRATED") {
-			t.Fatalf("child %d did not migrate:\n%s", i, outs[i])
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.cmd.Process.Kill() }) // if the test fails before releasing it
+		go func() {
+			defer close(c.read)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				c.out.WriteString(sc.Text() + "\n")
+				if sc.Text() == "READY" {
+					close(c.ready)
+				}
+			}
+		}()
+		children[i] = c
+	}
+	// Release them together, once each is connected and waiting (a start
+	// time fixed in advance was missed by children slow to start).
+	for i, c := range children {
+		select {
+		case <-c.ready:
+		case <-c.read:
+			_ = c.cmd.Wait()
+			t.Fatalf("child %d exited before it was ready:\n%s%s", i, c.out.String(), c.errs.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child %d not ready within 30 s", i)
+		}
+	}
+	for _, c := range children {
+		c.stdin.Close()
+	}
+	for i, c := range children {
+		<-c.read
+		if err := c.cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s%s", i, err, c.out.String(), c.errs.String())
+		}
+		if !strings.Contains(c.out.String(), "MIGRATED") {
+			t.Fatalf("child %d did not migrate:\n%s%s", i, c.out.String(), c.errs.String())
 		}
 	}
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
@@ -91,21 +131,24 @@ func TestMigrateTwoProcesses(t *testing.T) {
 	}
 }
 
-// TestMigrateChild is the body of a child process of TestMigrateTwoProcesses.
+// TestMigrateChild is the body of a child process of TestMigrateTwoProcesses:
+// it connects, says READY, and migrates when its standard input closes.
 func TestMigrateChild(t *testing.T) {
 	u := os.Getenv("WHGUARD_TEST_MIGRATE_URL")
 	if u == "" {
 		return // only does something as a child of TestMigrateTwoProcesses
 	}
-	var at int64
-	fmt.Sscan(os.Getenv("WHGUARD_TEST_MIGRATE_AT"), &at)
-	time.Sleep(time.Until(time.Unix(0, at)))
 	ctx := context.Background()
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pg.Close()
+	if err := pg.Pool().Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("READY")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	if _, err := pg.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
