@@ -1,7 +1,6 @@
 package testdb
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -160,7 +160,7 @@ func moduleRoot() (string, error) {
 	}
 	for {
 		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && bytes.HasPrefix(b, []byte("module github.com/whguard/whguard\n")) {
+		if err == nil && modulePath(b) == "github.com/whguard/whguard" {
 			return dir, nil
 		}
 		parent := filepath.Dir(dir)
@@ -169,6 +169,16 @@ func moduleRoot() (string, error) {
 		}
 		dir = parent
 	}
+}
+
+// modulePath is the path on a go.mod's module line.
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "module" {
+			return strings.Trim(f[1], `"`)
+		}
+	}
+	return ""
 }
 
 func ident(name string) string { return pgx.Identifier{name}.Sanitize() }
