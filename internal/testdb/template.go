@@ -24,9 +24,9 @@ import (
 //
 // The PostgreSQL template is shared by every test binary of a run (go test
 // ./... runs several at once) and by later runs: its name carries a hash of
-// the migration files, so a changed migration gets a template of its own,
-// and branches with different migrations can test on one server. It is
-// built once, under an advisory lock, as whguard_tpl_<hash>_build, and
+// the migrations (migrationsHash), so a changed migration gets a template
+// of its own, and branches with different migrations can test on one
+// server. It is built once, under an advisory lock, as whguard_tpl_<hash>_build, and
 // renamed to its final name only when migrated and closed to connections;
 // a database of that name is therefore always complete. A build that died
 // half-way leaves the _build database, which the next build drops.
@@ -59,7 +59,7 @@ func migratedTemplate() (string, error) {
 }
 
 func ensureTemplate(ctx context.Context) (string, error) {
-	sum, err := migrationsHash("journal/migrations")
+	sum, err := migrationsHash()
 	if err != nil {
 		return "", err
 	}
@@ -126,18 +126,20 @@ func migrate(ctx context.Context, u string) error {
 	return err
 }
 
-// migrationsHash hashes the migration files of one journal directory (names
-// and contents), read from the source tree the tests run in.
-func migrationsHash(dir string) (string, error) {
+// migrationsHash hashes what decides the migrated schema, read from the
+// source tree the tests run in: the migration files (names and contents)
+// and the code that applies them (it creates the version table).
+func migrationsHash() (string, error) {
 	root, err := moduleRoot()
 	if err != nil {
 		return "", err
 	}
-	files, err := filepath.Glob(filepath.Join(root, dir, "*.sql"))
+	files, err := filepath.Glob(filepath.Join(root, "journal", "migrations", "*.sql"))
 	if err != nil || len(files) == 0 {
-		return "", fmt.Errorf("no migrations in %s (%v)", filepath.Join(root, dir), err)
+		return "", fmt.Errorf("no migrations in %s (%v)", filepath.Join(root, "journal", "migrations"), err)
 	}
 	sort.Strings(files)
+	files = append(files, filepath.Join(root, "journal", "migrate.go"))
 	h := sha256.New()
 	fmt.Fprintf(h, "layout %s\n", templateLayout)
 	for _, f := range files {
@@ -145,7 +147,8 @@ func migrationsHash(dir string) (string, error) {
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "%s %d\n", filepath.Base(f), len(b))
+		rel, _ := filepath.Rel(root, f)
+		fmt.Fprintf(h, "%s %d\n", filepath.ToSlash(rel), len(b))
 		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
