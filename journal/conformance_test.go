@@ -49,9 +49,12 @@ func TestConformance(t *testing.T) {
 		{"ReadyFollowsCommits", testReadyFollowsCommits},
 		{"HeadersKeepTheirBytes", testHeadersKeepTheirBytes},
 	}
+	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
+		t.Parallel()
 		for _, tc := range tests {
 			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel() // each on a journal of its own
 				tc.fn(t, testdb.OpenStore(t, store, tc.name != "MigrateTwiceAndReady"))
 			})
 		}
@@ -342,10 +345,9 @@ func testAppendClaimed(t *testing.T, s journal.Store) {
 	}
 	// b's receiver never finishes: its lease expires and the reaper
 	// returns it, and a leaser then gets it as its second attempt.
-	time.Sleep(50 * time.Millisecond)
-	if n, err := s.ReapExpired(ctx, 5); err != nil || n != 1 {
-		t.Fatalf("reap: %d %v", n, err)
-	}
+	waitFor(t, 5*time.Second, "the reaper to return the expired claim", func() bool {
+		return reapOne(t, s, 5)
+	})
 	ds := leaseAll(t, s, time.Minute)
 	if len(ds) != 1 || ds[0].ID != rs[1].ID || ds[0].Attempt != 2 || string(ds[0].Body) != string(b.Body) {
 		t.Fatalf("after the reaper: %+v", ds)
@@ -400,13 +402,11 @@ func testLeaseIsExclusive(t *testing.T, s journal.Store) {
 
 // A worker whose lease expired and was taken over cannot record an outcome.
 func testLateWorkerCannotFinish(t *testing.T, s journal.Store) {
-	ctx := context.Background()
 	id := appendOne(t, s, ev("p", "late", "h")).ID
 	first := leaseAll(t, s, 50*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
-	if n, err := s.ReapExpired(ctx, 5); err != nil || n != 1 {
-		t.Fatalf("reap: %d %v", n, err)
-	}
+	waitFor(t, 5*time.Second, "the reaper to return the expired lease", func() bool {
+		return reapOne(t, s, 5)
+	})
 	if d := get(t, s, id); d.Status != journal.StatusRetry || d.LastError == "" {
 		t.Fatalf("after reap: %+v", d.Summary)
 	}
@@ -426,16 +426,14 @@ func testLateWorkerCannotFinish(t *testing.T, s journal.Store) {
 }
 
 func testReapToDeadWhenBudgetSpent(t *testing.T, s journal.Store) {
-	ctx := context.Background()
 	id := appendOne(t, s, ev("p", "r", "h")).ID
 	for i := range 2 {
 		if ds := leaseAll(t, s, 10*time.Millisecond); len(ds) != 1 {
 			t.Fatalf("lease %d: %v", i, ds)
 		}
-		time.Sleep(30 * time.Millisecond)
-		if _, err := s.ReapExpired(ctx, 2); err != nil {
-			t.Fatal(err)
-		}
+		waitFor(t, 5*time.Second, "the reaper to return the expired lease", func() bool {
+			return reapOne(t, s, 2)
+		})
 	}
 	if d := get(t, s, id); d.Status != journal.StatusDead || d.Attempts != 2 {
 		t.Fatalf("after two expired leases with a budget of 2: %+v", d.Summary)
@@ -480,8 +478,11 @@ func testRetryDueLater(t *testing.T, s journal.Store) {
 	if ds := leaseAll(t, s, time.Minute); len(ds) != 0 {
 		t.Fatal("a retry was leased before it was due")
 	}
-	time.Sleep(400 * time.Millisecond)
-	ds := leaseAll(t, s, time.Minute)
+	var ds []journal.Delivery
+	waitFor(t, 5*time.Second, "the retry to come due", func() bool {
+		ds = leaseAll(t, s, time.Minute)
+		return len(ds) > 0
+	})
 	if len(ds) != 1 || ds[0].Attempt != 2 || ds[0].BudgetAttempt != 2 {
 		t.Fatalf("due retry: %+v", ds)
 	}
@@ -671,11 +672,14 @@ func testStats(t *testing.T, s journal.Store) {
 	if _, err := completeN(s, []journal.Finish{finish(d[0], journal.StatusDone, 200)}); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(20 * time.Millisecond)
-	st, err := s.Stats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	var st journal.Stats
+	waitFor(t, 5*time.Second, "the pending event to be 10 ms old", func() bool {
+		var err error
+		if st, err = s.Stats(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return st.OldestUndelivered[d[1].Provider] >= 10*time.Millisecond
+	})
 	if st.ByStatus[journal.StatusDone] != 1 || st.ByStatus[journal.StatusProcessing] != 1 {
 		t.Fatalf("by status %v", st.ByStatus)
 	}
@@ -745,6 +749,17 @@ func testRetentionCleanup(t *testing.T, s journal.Store) {
 	if r := appendOne(t, s, ev("p", "done-old", "h")); r.Outcome != journal.Inserted {
 		t.Fatalf("resend after the key expired: %v, want a new event", r.Outcome)
 	}
+}
+
+// reapOne runs the reaper (with a budget of maxAttempts) and says whether
+// it returned the one expired lease the test holds.
+func reapOne(t *testing.T, s journal.Store, maxAttempts int) bool {
+	t.Helper()
+	n, err := s.ReapExpired(context.Background(), maxAttempts)
+	if err != nil || n > 1 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	return n == 1
 }
 
 // completeN records outcomes and says how many took effect.

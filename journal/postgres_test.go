@@ -1,8 +1,10 @@
 package journal_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -20,9 +22,15 @@ import (
 var dbURL string
 
 func TestMain(m *testing.M) {
+	if os.Getenv("WHGUARD_TEST_MIGRATE_URL") != "" {
+		os.Exit(m.Run()) // a child of TestMigrateTwoProcesses: needs no database of the package's
+	}
+	// Goroutines running before the tests are not theirs (taken after, the
+	// snapshot would excuse every leak).
+	before := goleak.IgnoreCurrent()
 	code := testdb.Main(m, "journal", &dbURL)
 	if code == 0 {
-		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+		if err := goleak.Find(before); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
@@ -31,6 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 func TestAppendUnavailable(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	// Nothing listens on port 1: the append must fail, never pretend.
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=1"})
@@ -46,34 +55,73 @@ func TestAppendUnavailable(t *testing.T) {
 	}
 }
 
-// Two separate processes migrating one empty database at the same moment:
-// the advisory lock serializes them and both succeed.
+// Separate processes migrating one empty database at the same moment:
+// the advisory lock serializes them and all succeed.
 func TestMigrateTwoProcesses(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	u, drop, err := testdb.Create(ctx, "mig2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer drop()
-	start := time.Now().Add(500 * time.Millisecond).UnixNano()
-	var cmds []*exec.Cmd
-	var outs []*strings.Builder
-	for range 3 {
-		cmd := exec.Command(os.Args[0], "-test.run=^TestMigrateChild$", "-test.count=1")
-		cmd.Env = append(os.Environ(), "WHGUARD_TEST_MIGRATE_URL="+u, fmt.Sprintf("WHGUARD_TEST_MIGRATE_AT=%d", start))
-		out := &strings.Builder{}
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
+	type child struct {
+		cmd         *exec.Cmd
+		stdin       io.WriteCloser
+		out, errs   strings.Builder // out is complete once read is closed
+		ready, read chan struct{}
+	}
+	children := make([]*child, 3)
+	for i := range children {
+		c := &child{cmd: exec.Command(os.Args[0], "-test.run=^TestMigrateChild$", "-test.count=1"),
+			ready: make(chan struct{}), read: make(chan struct{})}
+		c.cmd.Env = append(os.Environ(), "WHGUARD_TEST_MIGRATE_URL="+u)
+		c.cmd.Stderr = &c.errs
+		if c.stdin, err = c.cmd.StdinPipe(); err != nil {
 			t.Fatal(err)
 		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
-	}
-	for i, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child %d: %v\n%s", i, err, outs[i])
+		stdout, err := c.cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(outs[i].String(), "MIGRATED") {
-			t.Fatalf("child %d did not migrate:\n%s", i, outs[i])
+		if err := c.cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.cmd.Process.Kill() }) // if the test fails before releasing it
+		go func() {
+			defer close(c.read)
+			sc := bufio.NewScanner(stdout)
+			for sc.Scan() {
+				c.out.WriteString(sc.Text() + "\n")
+				if sc.Text() == "READY" {
+					close(c.ready)
+				}
+			}
+		}()
+		children[i] = c
+	}
+	// Release them together, once each is connected and waiting (a start
+	// time fixed in advance could be missed by a child slow to start).
+	for i, c := range children {
+		select {
+		case <-c.ready:
+		case <-c.read:
+			_ = c.cmd.Wait()
+			t.Fatalf("child %d exited before it was ready:\n%s%s", i, c.out.String(), c.errs.String())
+		case <-time.After(30 * time.Second):
+			t.Fatalf("child %d not ready within 30 s", i)
+		}
+	}
+	for _, c := range children {
+		c.stdin.Close()
+	}
+	for i, c := range children {
+		<-c.read
+		if err := c.cmd.Wait(); err != nil {
+			t.Fatalf("child %d: %v\n%s%s", i, err, c.out.String(), c.errs.String())
+		}
+		if !strings.Contains(c.out.String(), "MIGRATED") {
+			t.Fatalf("child %d did not migrate:\n%s%s", i, c.out.String(), c.errs.String())
 		}
 	}
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
@@ -86,21 +134,24 @@ func TestMigrateTwoProcesses(t *testing.T) {
 	}
 }
 
-// TestMigrateChild is the body of a child process of TestMigrateTwoProcesses.
+// TestMigrateChild is the body of a child process of TestMigrateTwoProcesses:
+// it connects, says READY, and migrates when its standard input closes.
 func TestMigrateChild(t *testing.T) {
 	u := os.Getenv("WHGUARD_TEST_MIGRATE_URL")
 	if u == "" {
 		return // only does something as a child of TestMigrateTwoProcesses
 	}
-	var at int64
-	fmt.Sscan(os.Getenv("WHGUARD_TEST_MIGRATE_AT"), &at)
-	time.Sleep(time.Until(time.Unix(0, at)))
 	ctx := context.Background()
 	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer pg.Close()
+	if err := pg.Pool().Ping(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println("READY")
+	_, _ = io.Copy(io.Discard, os.Stdin)
 	if _, err := pg.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -110,6 +161,7 @@ func TestMigrateChild(t *testing.T) {
 // Payloads and attempts have no foreign key on PostgreSQL (migration
 // 0004): retention must delete them itself, leaving no orphans.
 func TestRetentionLeavesNoOrphans(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	deliveredEvent(t, s, "a")
@@ -130,6 +182,7 @@ func TestRetentionLeavesNoOrphans(t *testing.T) {
 // payload, due for delivery. (Found in review: the delete re-checked only
 // the id after waiting, and deleted the replayed event.)
 func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	ds := []journal.Delivery{deliveredEvent(t, s, "old")}
@@ -171,6 +224,7 @@ func TestRetentionSkipsAnEventBeingReplayed(t *testing.T) {
 // only its own event, never the batch it shares with others. (Found in
 // review: one such request made every request of its group commit 503.)
 func TestDataErrorRefusesOnlyItsEvent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	good := journal.Event{Provider: "p", EventID: "good", ContentHash: "h", Body: []byte("{}"), Path: "/"}
@@ -191,8 +245,9 @@ func TestDataErrorRefusesOnlyItsEvent(t *testing.T) {
 // whguard's own vacuum (used when the server's autovacuum is off) clears the
 // dead row versions every lease and outcome leave behind.
 func TestCleanupVacuumsHotTables(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "vac")
+	u, drop, err := testdb.CreateMigrated(ctx, "vac")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,9 +257,6 @@ func TestCleanupVacuumsHotTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var batch []journal.Event
 	for i := range 200 {
 		batch = append(batch, journal.Event{Provider: "p", EventID: fmt.Sprint(i), ContentHash: "h", Body: []byte("{}"), Path: "/"})
@@ -267,8 +319,9 @@ func deliveredEvent(t *testing.T, s *journal.Postgres, eventID string) journal.D
 // empty kept scanning whole tables as it grew), and that
 // WHGUARD_DATABASE_URL can still choose otherwise.
 func TestPlanModeInURLWins(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "plan")
+	u, drop, err := testdb.CreateMigrated(ctx, "plan")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,8 +377,9 @@ func TestPlanModeInURLWins(t *testing.T) {
 // executed again after it has grown to 30 000 events go by index, never by
 // a sequential scan of the events or payloads table.
 func TestHotPlansFollowTheJournal(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	u, drop, err := testdb.Create(ctx, "growth")
+	u, drop, err := testdb.CreateMigrated(ctx, "growth")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,9 +389,6 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if _, err := s.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
 	var mode string
 	if err := s.Pool().QueryRow(ctx, `SHOW plan_cache_mode`).Scan(&mode); err != nil || mode != "force_custom_plan" {
 		t.Fatalf("general pool: plan_cache_mode %q (%v), want force_custom_plan", mode, err)
@@ -470,6 +521,7 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 // Inserted (before, the whole batch returned an error and its committed
 // events were answered 503).
 func TestUnrecordedConflictFailsOnlyItself(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	appendOne(t, s, ev("p", "old", "h1"))

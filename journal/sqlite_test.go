@@ -16,6 +16,7 @@ import (
 // and the file can be opened again once the first holder closes it, with
 // everything committed still there.
 func TestSQLiteOneProcessAndDurableAcrossReopen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "sub", "whguard.db")
 	a, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
@@ -50,6 +51,7 @@ func TestSQLiteOneProcessAndDurableAcrossReopen(t *testing.T) {
 // Appends are synced at commit (synchronous=FULL) even right after a
 // delivery-state change, which runs at synchronous=NORMAL.
 func TestSQLiteAppendsStayDurableBetweenStateChanges(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "whguard.db")})
 	if err != nil {
@@ -95,6 +97,7 @@ func TestSQLiteAppendsStayDurableBetweenStateChanges(t *testing.T) {
 // The reaper finds processing rows through an index, not by reading every
 // event (it runs every two seconds holding the single writer).
 func TestSQLiteReapUsesAnIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "whguard.db")
 	s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})

@@ -116,6 +116,7 @@ func keys(m map[string]any) string {
 }
 
 func TestAPIListShapesFiltersAndCursor(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, testAPIListShapesFiltersAndCursor)
 }
 
@@ -175,7 +176,10 @@ func testAPIListShapesFiltersAndCursor(t *testing.T, store string) {
 	}
 }
 
-func TestAPIShowAndReplay(t *testing.T) { forEachStore(t, testAPIShowAndReplay) }
+func TestAPIShowAndReplay(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testAPIShowAndReplay)
+}
 
 func testAPIShowAndReplay(t *testing.T, store string) {
 	a := newAPIFixture(t, store, 3, 1)
@@ -231,7 +235,10 @@ func testAPIShowAndReplay(t *testing.T, store string) {
 	}
 }
 
-func TestAPIBulkReplayInBatches(t *testing.T) { forEachStore(t, testAPIBulkReplayInBatches) }
+func TestAPIBulkReplayInBatches(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testAPIBulkReplayInBatches)
+}
 
 func testAPIBulkReplayInBatches(t *testing.T, store string) {
 	a := newAPIFixture(t, store, 260, 250)

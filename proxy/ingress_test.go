@@ -48,7 +48,7 @@ type fixture struct {
 	ingress *proxy.Ingress
 }
 
-var forEachStore = testdb.ForEachStore
+var forEachStore = testdb.ForEachStoreParallel
 
 func newFixture(t *testing.T, store string) *fixture {
 	t.Helper()
@@ -198,6 +198,7 @@ func (f *fixture) count(provider, result string) float64 {
 }
 
 func TestNewEventAcceptedThenDuplicates(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, testNewEventAcceptedThenDuplicates)
 }
 
@@ -235,7 +236,10 @@ func testNewEventAcceptedThenDuplicates(t *testing.T, store string) {
 	}
 }
 
-func TestConcurrentIdenticalRequests(t *testing.T) { forEachStore(t, testConcurrentIdenticalRequests) }
+func TestConcurrentIdenticalRequests(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testConcurrentIdenticalRequests)
+}
 
 func testConcurrentIdenticalRequests(t *testing.T, store string) {
 	f := newFixture(t, store)
@@ -276,7 +280,10 @@ func testConcurrentIdenticalRequests(t *testing.T, store string) {
 
 // A resend that re-serializes the JSON (key order, whitespace, number
 // spelling) is the same event: 200, not a conflict.
-func TestReserializedDuplicate(t *testing.T) { forEachStore(t, testReserializedDuplicate) }
+func TestReserializedDuplicate(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testReserializedDuplicate)
+}
 
 func testReserializedDuplicate(t *testing.T, store string) {
 	f := newFixture(t, store)
@@ -302,6 +309,7 @@ func testReserializedDuplicate(t *testing.T, store string) {
 }
 
 func TestSameIDDifferentContentConflicts(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, testSameIDDifferentContentConflicts)
 }
 
@@ -329,7 +337,10 @@ func testSameIDDifferentContentConflicts(t *testing.T, store string) {
 	}
 }
 
-func TestRefusals(t *testing.T) { forEachStore(t, testRefusals) }
+func TestRefusals(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testRefusals)
+}
 
 func testRefusals(t *testing.T, store string) {
 	f := newFixture(t, store)
@@ -399,6 +410,7 @@ func testRefusals(t *testing.T, store string) {
 }
 
 func TestRouteAndMethod(t *testing.T) {
+	t.Parallel()
 	f := newFixtureOn(t, failingJournal{})
 	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut} {
 		req, _ := http.NewRequest(m, f.srv.URL+"/nope", nil)
@@ -440,6 +452,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // The handler must stop reading at the limit, even when the sender does not
 // announce a length.
 func TestOversizeStopsReadingAtLimit(t *testing.T) {
+	t.Parallel()
 	f := newFixtureOn(t, failingJournal{})
 	src := &countingReader{}
 	req := httptest.NewRequest(http.MethodPost, "/webhooks/open", io.LimitReader(src, 10<<20))
@@ -474,6 +487,7 @@ func (failingJournal) Append(context.Context, []journal.Event) ([]journal.Result
 // pool pointed at a dead port, and against a real database whose
 // connections are killed mid-life.
 func TestJournalDownAnswers503(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dead, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: "postgres://postgres@127.0.0.1:1/x?connect_timeout=1"})
 	if err != nil {
@@ -526,6 +540,7 @@ func TestJournalDownAnswers503(t *testing.T) {
 }
 
 func TestAdmin(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, "postgres")
 	// One request so the ingress counters exist.
 	f.post(t, "/webhooks/std", signStandard("msg_m", time.Now(), `{}`), `{}`)
@@ -590,6 +605,7 @@ whguard_ingress_requests_total{provider="std",result="accepted"} 1
 // A query string that is not UTF-8 is refused before it reaches the
 // journal (it would fail the commit it shares with other requests).
 func TestInvalidUTF8QueryRefused(t *testing.T) {
+	t.Parallel()
 	f := newFixtureOn(t, failingJournal{})
 	req := httptest.NewRequest(http.MethodPost, "/webhooks/open", strings.NewReader("{}"))
 	req.URL.RawQuery = "a=\xff"
@@ -605,6 +621,7 @@ func TestInvalidUTF8QueryRefused(t *testing.T) {
 // reaches the backend exactly once, and every claim a duplicate made is
 // given back (Stop would otherwise wait for it and report a timeout).
 func TestDispatchedDeliveriesUnderDuplicates(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, testDispatchedDeliveriesUnderDuplicates)
 }
 

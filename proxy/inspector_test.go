@@ -37,6 +37,7 @@ func chromiumPath(t *testing.T) string {
 // lists events, shows one with its attempts, and replays it with an
 // audited reason.
 func TestInspectorInBrowser(t *testing.T) {
+	t.Parallel()
 	a := newAPIFixture(t, "postgres", 3, 1)
 	dead := a.events["e000"]
 	held := holdOne(t, a.j, "no_backend")

@@ -18,6 +18,7 @@ import (
 // reported as WHGUARD_<NAME>_ID_HEADER, because the variable was guessed
 // from the words of verify's message ("header").
 func TestBadSignatureHeaderNamesItsVariable(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := runCmd([]string{"serve"},
 		"WHGUARD_DATABASE_URL="+dbURL, "WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x",
 		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header")
@@ -32,6 +33,7 @@ func TestBadSignatureHeaderNamesItsVariable(t *testing.T) {
 // Every variable that can hold a bad value is reported under its own name,
 // alone, with a hint of what is valid.
 func TestEveryBadVariableNamed(t *testing.T) {
+	t.Parallel()
 	base := []string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s"}
 	hmac := []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SIGNATURE_HEADER=X-Sig"}
 	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -120,6 +122,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 
 // Several bad variables are all reported, one per line, in one run.
 func TestAllConfigErrorsReported(t *testing.T) {
+	t.Parallel()
 	code, _, stderr := runCmd([]string{"serve"},
 		"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x,y", "WHGUARD_LOG_FORMAT=xml",
 		"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SECRET=s", "WHGUARD_X_SIGNATURE_HEADER=bad header", "WHGUARD_X_SIGNATURE_ENCODING=base32",
@@ -174,6 +177,7 @@ func readmeTable(t *testing.T, header string) [][]string {
 // their required variables, default tolerances and whether they are
 // re-signed on delivery.
 func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
+	t.Parallel()
 	varField := map[string]verify.Field{}
 	for f, v := range fieldVars {
 		varField[v] = f
@@ -232,6 +236,7 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 // The README's configuration reference lists exactly the variables whguard
 // reads (per-provider ones as WHGUARD_<NAME>_X), with the defaults it uses.
 func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
+	t.Parallel()
 	token := regexp.MustCompile("`([^`]+)`")
 	documented := map[string]string{} // variable → its default cell
 	for _, row := range readmeTable(t, "| variable | default |") {
@@ -299,6 +304,7 @@ func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
 // An unset or empty variable keeps its default; an explicit zero is still
 // checked (WHGUARD_FORWARD_TIMEOUT=0s is refused, see TestEveryBadVariableNamed).
 func TestDefaultsApplied(t *testing.T) {
+	t.Parallel()
 	c, _, err := loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=none",
 		"WHGUARD_FORWARD_TIMEOUT=", "WHGUARD_LOG_LEVEL="})
 	if err != nil {

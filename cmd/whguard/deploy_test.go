@@ -11,6 +11,7 @@ import (
 // The shipped manifests and the README may only name variables whguard
 // reads: a renamed variable must not leave stale docs behind.
 func TestDocumentedVariablesExist(t *testing.T) {
+	t.Parallel()
 	known := knownKeys(&config{}, envPrefix)
 	perProvider := knownKeys(&providerEnv{}, "")
 	files, _ := filepath.Glob("../../deploy/sidecar/*")

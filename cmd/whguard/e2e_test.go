@@ -29,20 +29,29 @@ import (
 
 const e2eSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
-var ordersBinary string
+// ordersBinary is built once, by the first test that needs it (tests run
+// in parallel).
+var ordersBinary struct {
+	once sync.Once
+	path string
+	err  error
+}
 
 func buildOrders(t *testing.T) string {
 	t.Helper()
-	if ordersBinary != "" {
-		return ordersBinary
+	ordersBinary.once.Do(func() {
+		out := filepath.Join(filepath.Dir(binary), "orders")
+		cmd := exec.Command("go", "build", "-o", out, "../../examples/backends/orders/cmd/orders")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			ordersBinary.err = fmt.Errorf("build orders: %v\n%s", err, b)
+			return
+		}
+		ordersBinary.path = out
+	})
+	if ordersBinary.err != nil {
+		t.Fatal(ordersBinary.err)
 	}
-	out := filepath.Join(filepath.Dir(binary), "orders")
-	cmd := exec.Command("go", "build", "-o", out, "../../examples/backends/orders/cmd/orders")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build orders: %v\n%s", err, b)
-	}
-	ordersBinary = out
-	return out
+	return ordersBinary.path
 }
 
 // proc is a child process with its output kept for failure messages.
@@ -125,6 +134,18 @@ func waitHTTP(t *testing.T, url string, within time.Duration) {
 	}
 }
 
+// waitFor polls cond until it holds, failing the test after within.
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", within, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 type stack struct {
 	t        *testing.T
 	dbURL    string
@@ -135,11 +156,9 @@ type stack struct {
 	orders   *proc
 	wh       *standardwebhooks.Webhook
 	extraEnv []string
+	// unanswered counts requests that got no answer (connection errors).
+	unanswered atomic.Int32
 }
-
-// forEachStore runs an end-to-end test once per journal store: the same
-// test, a matrix over WHGUARD_DATABASE_URL.
-var forEachStore = testdb.ForEachStore
 
 // journalURL gives the test a journal of its own on the store.
 func journalURL(t *testing.T, store string) string {
@@ -214,6 +233,7 @@ func (s *stack) send(client *http.Client, msgID, body string) (int, string) {
 	req.Header.Set("webhook-signature", sig)
 	resp, err := client.Do(req)
 	if err != nil {
+		s.unanswered.Add(1)
 		return 0, ""
 	}
 	defer resp.Body.Close()
@@ -307,7 +327,10 @@ func orderEvent(order, typ string) string {
 
 // Duplicate storms against the naive backend: sequential, concurrent and
 // re-serialized resends. whguard alone keeps every order at one change.
-func TestE2EDuplicateStorms(t *testing.T) { forEachStore(t, testDuplicateStorms) }
+func TestE2EDuplicateStorms(t *testing.T) {
+	t.Parallel()
+	testdb.ForEachStoreParallel(t, testDuplicateStorms)
+}
 
 func testDuplicateStorms(t *testing.T, store string) {
 	s := newStack(t, store)
@@ -379,7 +402,12 @@ func testDuplicateStorms(t *testing.T, store string) {
 // retry until acknowledged; after a restart every acknowledged event is
 // applied, and only deliveries in flight or being recorded at the kill may
 // be applied twice.
-func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) { forEachStore(t, testSigkillUnderLoad) }
+//
+// Not parallel with the package's other tests, the heaviest of the suite:
+// its two stores run side by side, with nothing else.
+func TestE2ESigkillUnderLoadLosesNothing(t *testing.T) {
+	testdb.ForEachStoreParallel(t, testSigkillUnderLoad)
+}
 
 func testSigkillUnderLoad(t *testing.T, store string) {
 	s := newStack(t, store, "WHGUARD_FORWARD_CONCURRENCY=8")
@@ -424,19 +452,21 @@ func testSigkillUnderLoad(t *testing.T, store string) {
 	for sent.Load() < events/3 {
 		time.Sleep(5 * time.Millisecond)
 	}
+	unanswered := s.unanswered.Load()
 	if err := s.whguard.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	s.whguard.wait(t, 10*time.Second)
 	killedAt := sent.Load()
-	time.Sleep(300 * time.Millisecond) // senders see connection errors and retry
+	// Restart only once senders have met the dead process and are retrying.
+	waitFor(t, 10*time.Second, "a sender to get no answer", func() bool { return s.unanswered.Load() > unanswered })
 	s.startWhguard(false)
 	wg.Wait()
 	if len(unacked) > 0 {
 		t.Fatalf("%d events never acknowledged: %v", len(unacked), unacked[:min(5, len(unacked))])
 	}
 	s.waitDelivered(events, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // any stray second delivery would land now
 	got := s.backendOrders()
 	twice := 0
 	for i := range events {
@@ -463,7 +493,9 @@ func testSigkillUnderLoad(t *testing.T, store string) {
 // SIGTERM while the backend is down: whguard exits 0 within the shutdown
 // timeout; after a restart with the backend up, everything is delivered
 // exactly once.
-func TestE2ESigtermWithBackendDown(t *testing.T) { forEachStore(t, testSigtermWithBackendDown) }
+//
+// Serial: it times the shutdown.
+func TestE2ESigtermWithBackendDown(t *testing.T) { testdb.ForEachStore(t, testSigtermWithBackendDown) }
 
 func testSigtermWithBackendDown(t *testing.T, store string) {
 	s := newStack(t, store)
@@ -476,7 +508,8 @@ func testSigtermWithBackendDown(t *testing.T, store string) {
 			t.Fatalf("send %d: %d %s", i, code, body)
 		}
 	}
-	time.Sleep(500 * time.Millisecond) // a few failed attempts happen
+	// Shut down with deliveries failing and waiting for their retry.
+	waitFor(t, 10*time.Second, "a failed delivery attempt", func() bool { return s.countStatus("retry") > 0 })
 	if s.countStatus("done") != 0 {
 		t.Fatal("delivered with no backend?")
 	}
@@ -493,7 +526,7 @@ func testSigtermWithBackendDown(t *testing.T, store string) {
 	s.startOrders()
 	s.startWhguard(true)
 	s.waitDelivered(n, 20*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	time.Sleep(300 * time.Millisecond) // any stray second delivery would land now
 	got := s.backendOrders()
 	if len(got) != n {
 		t.Fatalf("backend has %d orders, want %d", len(got), n)
@@ -512,6 +545,7 @@ func testSigtermWithBackendDown(t *testing.T, store string) {
 // the same file exits 1 with a message saying so, and the first keeps
 // serving.
 func TestE2ESQLiteSecondProcessRefused(t *testing.T) {
+	t.Parallel()
 	s := newStack(t, "sqlite")
 	s.startWhguard(true)
 	second := start(t, binary, []string{
@@ -532,6 +566,8 @@ func TestE2ESQLiteSecondProcessRefused(t *testing.T) {
 
 // `whguard demo` is part of the suite: it must exit 0 within 30 s, and with
 // --keep stay up for a person to explore until interrupted.
+//
+// Serial: it times the demo.
 func TestDemo(t *testing.T) {
 	began := time.Now()
 	p := start(t, binary, []string{"PATH=" + os.Getenv("PATH")}, "demo")
@@ -553,6 +589,7 @@ func TestDemo(t *testing.T) {
 }
 
 func TestDemoKeep(t *testing.T) {
+	t.Parallel()
 	p := start(t, binary, nil, "demo", "--keep")
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.out.String(), "Still running") {

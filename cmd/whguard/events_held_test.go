@@ -19,6 +19,7 @@ import (
 // TestEventsListShowsHeld: `whguard events list` says which deliveries
 // wait without spending attempts, and why.
 func TestEventsListShowsHeld(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	j := testdb.OpenStore(t, "sqlite", true)
 	if _, err := j.Append(ctx, []journal.Event{{Provider: "gone", EventID: "evt_1", ContentHash: "h", Body: []byte("{}"), Path: "/webhooks/gone", Headers: http.Header{}}}); err != nil {

@@ -58,6 +58,7 @@ func runCmd(args []string, env ...string) (int, string, string) {
 }
 
 func TestInvalidConfigExits2NamingTheVariable(t *testing.T) {
+	t.Parallel()
 	secretFile := filepath.Join(t.TempDir(), "empty")
 	os.WriteFile(secretFile, []byte("\n"), 0o600)
 	cases := []struct {
@@ -108,6 +109,7 @@ func TestInvalidConfigExits2NamingTheVariable(t *testing.T) {
 }
 
 func TestUnknownVariablesWarned(t *testing.T) {
+	t.Parallel()
 	cfg, warnings, err := loadConfig(append(baseEnv(), "WHGUARD_GITHUB_SECRT=typo", "WHGUARD_LISTN=:1", "OTHER_THING=1"))
 	if err != nil {
 		t.Fatal(err)
@@ -129,6 +131,7 @@ func TestUnknownVariablesWarned(t *testing.T) {
 // Secrets come current first; whitespace around each is removed
 // (TestSecretChecks covers the warnings).
 func TestSecretsTrimmedAndRotation(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "secrets")
 	os.WriteFile(file, []byte("from file one\r\nfrom file two\n\n"), 0o600)
 	cfg, _, err := loadConfig([]string{
@@ -149,9 +152,12 @@ func TestSecretsTrimmedAndRotation(t *testing.T) {
 }
 
 func TestMigrateCommandTwice(t *testing.T) {
+	t.Parallel()
+	// A database of its own (of exec.Cmd's duplicate variables, the last is used).
+	env := append(baseEnv(), "WHGUARD_DATABASE_URL="+journalURL(t, "postgres"))
 	for i := range 2 {
 		cmd := exec.Command(binary, "migrate")
-		cmd.Env = baseEnv()
+		cmd.Env = env
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("migrate run %d: %v\n%s", i, err, out)
 		}
@@ -171,9 +177,11 @@ func freePort(t *testing.T) string {
 // The real binary: starts, reports ready, accepts a signed webhook once,
 // answers the duplicate, refuses a forgery, and exits 0 on SIGTERM.
 func TestServeBinaryEndToEnd(t *testing.T) {
+	t.Parallel()
 	listen, admin := freePort(t), freePort(t)
 	cmd := exec.Command(binary) // no subcommand: serve is the default
-	cmd.Env = append(baseEnv(), "WHGUARD_LISTEN="+listen, "WHGUARD_ADMIN_LISTEN="+admin, "WHGUARD_ADMIN_TOKEN=tok", "WHGUARD_TYPO=1")
+	// A database of its own (of exec.Cmd's duplicate variables, the last is used).
+	cmd.Env = append(baseEnv(), "WHGUARD_DATABASE_URL="+journalURL(t, "postgres"), "WHGUARD_LISTEN="+listen, "WHGUARD_ADMIN_LISTEN="+admin, "WHGUARD_ADMIN_TOKEN=tok", "WHGUARD_TYPO=1")
 	var logs bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs
 	if err := cmd.Start(); err != nil {

@@ -55,6 +55,7 @@ import (
 // signature is first checked with it, so a wrong signer cannot agree with a
 // wrong verifier.
 func TestE2EEveryScheme(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	db, drop, err := testdb.Create(ctx, "schemes")

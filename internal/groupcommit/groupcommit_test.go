@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// A lone call is flushed at once, alone.
+// A lone call is flushed at once, alone. Serial: it times the call.
 func TestLoneCallFlushesAtOnce(t *testing.T) {
 	var flushes atomic.Int32
 	g := New(Config{}, func(_ context.Context, items []int) ([]int, error) {
@@ -36,6 +36,7 @@ func TestLoneCallFlushesAtOnce(t *testing.T) {
 // Calls arriving during a flush share the next one, each gets its own
 // results, and no batch exceeds MaxBatch.
 func TestConcurrentCallsShareFlushes(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		batches []int
@@ -82,6 +83,7 @@ func TestConcurrentCallsShareFlushes(t *testing.T) {
 
 // A failed flush fails exactly the calls of its batch.
 func TestFailedFlushFailsOnlyItsBatch(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("commit failed")
 	g := New(Config{MaxBatch: 1}, func(_ context.Context, items []string) ([]bool, error) {
 		if items[0] == "poison" {
@@ -115,6 +117,7 @@ func TestFailedFlushFailsOnlyItsBatch(t *testing.T) {
 // flush is over (before, Do returned at the deadline while the flush went
 // on and could still write the items).
 func TestCallerDeadlineBoundsTheFlush(t *testing.T) {
+	t.Parallel()
 	var ended atomic.Bool
 	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
 		<-ctx.Done() // a stalled database, interrupted by the deadline
@@ -134,6 +137,7 @@ func TestCallerDeadlineBoundsTheFlush(t *testing.T) {
 // A call whose deadline passed while it was queued is failed unwritten,
 // and does not shorten the flush of the calls behind it.
 func TestExpiredCallIsNotWritten(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	var mu sync.Mutex
 	var written []int
@@ -177,6 +181,7 @@ func TestExpiredCallIsNotWritten(t *testing.T) {
 // A caller that is cancelled (no deadline) does not cancel the flush of
 // the others, and still learns the flush's result.
 func TestCallerCancelDoesNotCancelFlush(t *testing.T) {
+	t.Parallel()
 	release := make(chan struct{})
 	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
 		<-release
@@ -193,7 +198,8 @@ func TestCallerCancelDoesNotCancelFlush(t *testing.T) {
 }
 
 // With Linger, calls arriving one after another within the linger share
-// one flush; a full batch does not wait.
+// one flush; a full batch does not wait. Serial: it counts on calls 10 ms
+// apart arriving well within 500 ms.
 func TestLingerGathersCalls(t *testing.T) {
 	var (
 		mu      sync.Mutex

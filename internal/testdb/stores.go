@@ -2,6 +2,7 @@ package testdb
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -20,22 +21,48 @@ func ForEachStore(t *testing.T, fn func(t *testing.T, store string)) {
 	}
 }
 
+// ForEachStoreParallel is ForEachStore with the subtests run in parallel
+// with each other, for tests whose every subtest opens a journal of its own
+// (OpenStore) and holds no other shared resource.
+func ForEachStoreParallel(t *testing.T, fn func(t *testing.T, store string)) {
+	ForEachStore(t, func(t *testing.T, store string) {
+		t.Parallel()
+		fn(t, store)
+	})
+}
+
 // OpenStore returns a journal of the test's own on the named store (a
 // fresh PostgreSQL database, or a SQLite file in a temporary directory),
-// migrated unless migrate is false, and closed when the test ends.
+// migrated unless migrate is false, and closed when the test ends. A
+// migrated journal is a copy of a migrated template (template.go): the
+// migrations themselves run only in tests that ask for an unmigrated one.
 func OpenStore(t testing.TB, store string, migrate bool) journal.Store {
 	t.Helper()
 	ctx := context.Background()
 	var j journal.Store
 	switch store {
 	case "sqlite":
-		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: filepath.Join(t.TempDir(), "journal.db")})
+		path := filepath.Join(t.TempDir(), "journal.db")
+		if migrate {
+			tpl, err := migratedSQLite()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, tpl, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
 		if err != nil {
 			t.Fatal(err)
 		}
 		j = s
 	case "postgres":
-		u, drop, err := Create(ctx, "st")
+		create := Create
+		if migrate {
+			create = CreateMigrated
+		}
+		u, drop, err := create(ctx, "st")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,11 +76,6 @@ func OpenStore(t testing.TB, store string, migrate bool) journal.Store {
 		t.Fatalf("unknown store %q", store)
 	}
 	t.Cleanup(j.Close)
-	if migrate {
-		if _, err := j.Migrate(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	return j
 }
 

@@ -1,6 +1,7 @@
-// Package testdb gives each test package a fresh PostgreSQL database on a
-// real server: TestMain calls Main, which creates the database from
-// template0, runs the tests and drops it.
+// Package testdb gives tests fresh journals on real servers: TestMain
+// calls Main, which creates the package's empty PostgreSQL database, runs
+// the tests and drops it; a test calls OpenStore (or Create, or
+// CreateMigrated) for a database or file of its own.
 //
 // The server is TEST_DATABASE_URL (set by `make test`), else the local one
 // at postgres://postgres@127.0.0.1:5432/postgres.
@@ -33,6 +34,21 @@ func ServerURL() string {
 // Create makes a new empty database named after prefix and returns its URL
 // and a function that drops it.
 func Create(ctx context.Context, prefix string) (dbURL string, drop func(), err error) {
+	return createFrom(ctx, prefix, "template0")
+}
+
+// CreateMigrated is Create with the journal's migrations already applied:
+// the database is a copy of a migrated template (template.go), which is
+// much cheaper than migrating each test's database.
+func CreateMigrated(ctx context.Context, prefix string) (dbURL string, drop func(), err error) {
+	tpl, err := migratedTemplate()
+	if err != nil {
+		return "", nil, err
+	}
+	return createFrom(ctx, prefix, tpl)
+}
+
+func createFrom(ctx context.Context, prefix, template string) (dbURL string, drop func(), err error) {
 	base := ServerURL()
 	conn, err := pgx.Connect(ctx, base)
 	if err != nil {
@@ -42,14 +58,13 @@ func Create(ctx context.Context, prefix string) (dbURL string, drop func(), err 
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	name := fmt.Sprintf("whguard_test_%s_%s", prefix, hex.EncodeToString(b[:]))
-	if _, err := conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()+" TEMPLATE template0"); err != nil {
+	u, err := databaseURL(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+ident(name)+" TEMPLATE "+ident(template)); err != nil {
 		return "", nil, fmt.Errorf("create database %s: %w", name, err)
 	}
-	u, err := url.Parse(base)
-	if err != nil {
-		return "", nil, fmt.Errorf("parse test server URL: %w", err)
-	}
-	u.Path = "/" + name
 	drop = func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -59,11 +74,21 @@ func Create(ctx context.Context, prefix string) (dbURL string, drop func(), err 
 			return
 		}
 		defer c.Close(ctx)
-		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+		if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+ident(name)+" WITH (FORCE)"); err != nil {
 			fmt.Fprintf(os.Stderr, "testdb: drop %s: %v\n", name, err)
 		}
 	}
-	return u.String(), drop, nil
+	return u, drop, nil
+}
+
+// databaseURL is the test server's URL naming another database.
+func databaseURL(name string) (string, error) {
+	u, err := url.Parse(ServerURL())
+	if err != nil {
+		return "", fmt.Errorf("parse test server URL: %w", err)
+	}
+	u.Path = "/" + name
+	return u.String(), nil
 }
 
 // Main creates the package's database, stores its URL in *dbURL, runs the
