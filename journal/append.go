@@ -40,6 +40,8 @@ func groupByKey(events []Event) []*batchEntry {
 type existingRow struct {
 	id   int64
 	hash string
+	// replayOf: the row was found by the body guard, not by the key.
+	replayOf bool
 }
 
 // judge sets the result of every event of the entry's key: the leader is
@@ -47,6 +49,10 @@ type existingRow struct {
 // Duplicate or a Conflict by its content hash against the stored row.
 func (e *batchEntry) judge(results []Result, events []Event, ref existingRow, isNew bool) {
 	for n, i := range e.indexes {
+		if ref.replayOf {
+			results[i] = Result{ID: ref.id, Outcome: Replayed}
+			continue
+		}
 		if n == 0 && isNew {
 			results[i] = Result{ID: ref.id, Outcome: Inserted}
 			continue
@@ -80,3 +86,16 @@ func nonNil(b []byte) []byte {
 	}
 	return b
 }
+
+// guardOf is the body_guard value of an event: its content hash when the
+// event is body-guarded, else nothing (NULL).
+func guardOf(e *Event) string {
+	if e.BodyGuard {
+		return e.ContentHash
+	}
+	return ""
+}
+
+// recordsCopy reports the outcomes whose payload is recorded beside the
+// first event's: conflicts and replays.
+func recordsCopy(o Outcome) bool { return o == Conflict || o == Replayed }

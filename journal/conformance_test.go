@@ -48,6 +48,7 @@ func TestConformance(t *testing.T) {
 		{"FindByEventIDAndConflicts", testFindByEventIDAndConflicts},
 		{"ReadyFollowsCommits", testReadyFollowsCommits},
 		{"HeadersKeepTheirBytes", testHeadersKeepTheirBytes},
+		{"BodyGuardCatchesReplays", testBodyGuardCatchesReplays},
 	}
 	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
@@ -1006,5 +1007,51 @@ func testHeadersKeepTheirBytes(t *testing.T, s journal.Store) {
 	d := leaseAll(t, s, time.Minute)[0]
 	if d.Headers.Get("X-Legacy") != "caf\xe9" || len(d.Headers) != 2 {
 		t.Fatalf("leased headers %q", d.Headers)
+	}
+}
+
+// testBodyGuardCatchesReplays: for a body-guarded provider (its event id is
+// not signed), the same content under a fresh id is Replayed: not a new
+// event, recorded on the first one; other content, or an unguarded
+// provider, goes in as usual. In one batch too.
+func testBodyGuardCatchesReplays(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	guarded := func(provider, id, hash string) journal.Event {
+		e := ev(provider, id, hash)
+		e.BodyGuard = true
+		return e
+	}
+	first := appendOne(t, s, guarded("gh", "delivery-1", "H"))
+	if first.Outcome != journal.Inserted {
+		t.Fatalf("first: %v", first.Outcome)
+	}
+	if r := appendOne(t, s, guarded("gh", "delivery-2", "H")); r.Outcome != journal.Replayed || r.ID != first.ID {
+		t.Fatalf("same body, fresh id: %+v", r)
+	}
+	if r := appendOne(t, s, guarded("gh", "delivery-1", "H")); r.Outcome != journal.Duplicate {
+		t.Fatalf("same key: %v", r.Outcome)
+	}
+	if r := appendOne(t, s, guarded("gh", "delivery-3", "H2")); r.Outcome != journal.Inserted {
+		t.Fatalf("other body: %v", r.Outcome)
+	}
+	if r := appendOne(t, s, ev("gh", "delivery-4", "H")); r.Outcome != journal.Inserted {
+		t.Fatalf("unguarded: %v", r.Outcome)
+	}
+	if r := appendOne(t, s, guarded("other", "delivery-2", "H")); r.Outcome != journal.Inserted {
+		t.Fatalf("another provider: %v", r.Outcome)
+	}
+	res, err := s.Append(ctx, []journal.Event{guarded("q", "a", "X"), guarded("q", "b", "X")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Outcome != journal.Inserted || res[1].Outcome != journal.Replayed || res[1].ID != res[0].ID {
+		t.Fatalf("one batch: %+v", res)
+	}
+	cs, err := s.Conflicts(ctx, first.ID)
+	if err != nil || len(cs) != 1 || cs[0].Headers.Get("Webhook-Id") != "delivery-2" {
+		t.Fatalf("recorded copies: %+v %v", cs, err)
+	}
+	if n := count(t, s, journal.Filter{Provider: "gh"}); n != 3 {
+		t.Fatalf("%d gh events, want 3", n)
 	}
 }

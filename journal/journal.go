@@ -94,6 +94,11 @@ type Event struct {
 	// claims nothing.
 	LeaseFor   time.Duration
 	LeaseToken uuid.UUID
+	// BodyGuard makes the content hash unique per provider as well as
+	// the key, for providers whose event id is not covered by the
+	// signature: the same signed body under another id is then Replayed,
+	// not a new event.
+	BodyGuard bool
 }
 
 // Outcome says what appending an event did.
@@ -116,6 +121,12 @@ const (
 	// of the batch was committed. Answer it like a failed commit (503):
 	// the sender's retry records it.
 	Unrecorded
+	// Replayed: the key is new, but the same content of a body-guarded
+	// provider was already received under another event id (a captured
+	// request resent with a fresh, unsigned id). Nothing was inserted;
+	// the copy is recorded on the first event like a conflict; ID is the
+	// first event's. Acknowledge it like a duplicate and never forward it.
+	Replayed
 )
 
 // String names the outcome for logs and metrics.
@@ -131,6 +142,8 @@ func (o Outcome) String() string {
 		return "refused"
 	case Unrecorded:
 		return "unrecorded"
+	case Replayed:
+		return "replayed"
 	}
 	return "unknown"
 }

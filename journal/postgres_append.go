@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,10 +32,11 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	headers, bodies := make([][]byte, n), make([][]byte, n)
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
+	guards := make([]string, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
-		leaseSecs[i], tokens[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken)
+		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
 		claimsOnly = claimsOnly && e.ev.LeaseFor > 0
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
@@ -62,7 +64,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
 	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens)
+		NotifyChannel, notify, leaseSecs, tokens, guards)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
@@ -140,6 +142,14 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 				continue
 			}
 			f, ok := found[[2]string{providers[i], ids[i]}]
+			if !ok && guards[i] != "" {
+				// Not the key: the body guard refused it (a replay).
+				err := p.ingest.QueryRow(ctx, sqlExistingByGuard, providers[i], guards[i]).Scan(&f.id, &f.hash)
+				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+					return nil, fmt.Errorf("look up existing events: %w", err)
+				}
+				f.replayOf, ok = err == nil, err == nil
+			}
 			if !ok {
 				// Deleted between the two statements (retention): fail the
 				// batch; senders retry.
@@ -158,7 +168,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// not stored (Unrecorded) and fails nothing else, or the new events
 	// committed with it would be answered 503 as well.
 	for i := range events {
-		if results[i].Outcome != Conflict {
+		if !recordsCopy(results[i].Outcome) {
 			continue
 		}
 		h, err := marshalHeaders(events[i].Headers)
@@ -190,26 +200,28 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 
 // sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
 // its payloads in one statement (a claimed event, $12 > 0, already leased
-// under its token $13), NOTIFYs when $11 is set and something was new,
+// under its token $13; a body-guarded one with its guard $14, so either
+// unique index can refuse the row: ON CONFLICT has no target), NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[])
+                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, ord)
+                                lease_secs, lease_token, guard, ord)
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
-                                status, attempts, lease_token, lease_expires_at)
+                                status, attempts, lease_token, lease_expires_at, body_guard)
     SELECT provider, event_id, event_type, content_hash, received_at, now(),
            CASE WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
            CASE WHEN lease_secs > 0 THEN 1 ELSE 0 END,
            CASE WHEN lease_secs > 0 THEN lease_token END,
-           CASE WHEN lease_secs > 0 THEN now() + make_interval(secs => lease_secs) END
+           CASE WHEN lease_secs > 0 THEN now() + make_interval(secs => lease_secs) END,
+           NULLIF(guard, '')
     FROM input ORDER BY ord
-    ON CONFLICT (provider, event_id) DO NOTHING
+    ON CONFLICT DO NOTHING
     RETURNING id, provider, event_id
 ), pay AS (
     INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query)
@@ -229,6 +241,10 @@ const sqlExistingByKey = `
 SELECT ev.id, ev.provider, ev.event_id, ev.content_hash
 FROM whguard_events ev
 JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event_id = k.e`
+
+// sqlExistingByGuard finds the event a body-guarded copy repeats.
+const sqlExistingByGuard = `
+SELECT id, content_hash FROM whguard_events WHERE provider = $1 AND body_guard = $2`
 
 const sqlInsertConflict = `
 INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body) VALUES ($1, $2, $3, $4)`

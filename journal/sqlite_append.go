@@ -29,8 +29,12 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 				token, expires = e.ev.LeaseToken[:], now+e.ev.LeaseFor.Nanoseconds()
 			}
 			var id int64
+			var guard any
+			if g := guardOf(e.ev); g != "" {
+				guard = g
+			}
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
-				string(status), attempts, token, expires).Scan(&id)
+				string(status), attempts, token, expires, guard).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
@@ -44,8 +48,13 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 				}
 				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash}, true
 			case errors.Is(err, sql.ErrNoRows):
-				if err := tx.QueryRowContext(ctx, sqliteExistingByKey,
-					e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash); err != nil {
+				err := tx.QueryRowContext(ctx, sqliteExistingByKey, e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash)
+				if errors.Is(err, sql.ErrNoRows) && guard != nil {
+					// Not the key: the body guard refused it (a replay).
+					err = tx.QueryRowContext(ctx, sqliteExistingByGuard, e.ev.Provider, guard).Scan(&ref.id, &ref.hash)
+					ref.replayOf = err == nil
+				}
+				if err != nil {
 					return fmt.Errorf("look up existing event: %w", err)
 				}
 			default:
@@ -54,7 +63,7 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			e.judge(results, events, ref, isNew)
 		}
 		for i := range events {
-			if results[i].Outcome != Conflict {
+			if !recordsCopy(results[i].Outcome) {
 				continue
 			}
 			h, err := marshalHeaders(events[i].Headers)
@@ -79,10 +88,11 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 const (
 	sqliteInsertEvent = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
-                            status, attempts, lease_token, lease_expires_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-ON CONFLICT (provider, event_id) DO NOTHING
+                            status, attempts, lease_token, lease_expires_at, body_guard)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+ON CONFLICT DO NOTHING
 RETURNING id`
-	sqliteInsertPayload = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
-	sqliteExistingByKey = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
+	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
+	sqliteExistingByKey   = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
+	sqliteExistingByGuard = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND body_guard = ?`
 )

@@ -57,6 +57,11 @@ type Route struct {
 	Provider Checker
 	// MaxBodyBytes bounds the body; 0 means DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// BodyGuard takes the same signed body under a fresh event id as a
+	// replay of the first event, not a new one (for providers whose event
+	// id is not signed; WHGUARD_<NAME>_BODY_GUARD): it is acknowledged like
+	// a duplicate, recorded on the first event, and never forwarded.
+	BodyGuard bool
 }
 
 // DefaultMaxBodyBytes is the body limit when none is configured: 1 MiB,
@@ -149,6 +154,7 @@ const (
 	ResultAccepted         = "accepted"
 	ResultDuplicate        = "duplicate"
 	ResultConflict         = "conflict"
+	ResultReplay           = "replay"
 	ResultUnauthorized     = "unauthorized"
 	ResultTooLarge         = "too_large"
 	ResultBadRequest       = "bad_request"
@@ -257,6 +263,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Path:        r.URL.Path,
 		RawQuery:    r.URL.RawQuery,
 		ReceivedAt:  start,
+		BodyGuard:   route.BodyGuard,
 	}
 	claimed := false
 	var claimedAt time.Time // the claim's lease counts from here, before the commit
@@ -304,6 +311,13 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 	case journal.Duplicate:
 		in.reply(w, name, ResultDuplicate, http.StatusOK, ack, start)
+	case journal.Replayed:
+		// Acknowledged like a duplicate (a 4xx would make a genuine
+		// sender retry, and tells an attacker nothing more), recorded on
+		// the first event, never forwarded.
+		in.log.Warn("same signed body as an earlier event under a fresh event id: recorded, not forwarded",
+			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("first", results[0].ID))
+		in.reply(w, name, ResultReplay, http.StatusOK, ack, start)
 	case journal.Refused:
 		// The journal refused this event's values (nothing was written):
 		// resending the same request cannot succeed.

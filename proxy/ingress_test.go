@@ -892,3 +892,54 @@ func TestHugeBodyLimitReadsTheBody(t *testing.T) {
 		t.Fatalf("stored body %q", d.Body)
 	}
 }
+
+// TestBodyGuardAcknowledgesButDoesNotStoreAReplay: GitHub's delivery id is
+// not signed, so a captured request resent with a fresh id verifies. With
+// the body guard (the default for such providers) it is acknowledged like
+// a duplicate, recorded on the first event, and not journaled as new (so
+// never forwarded).
+func TestBodyGuardAcknowledgesButDoesNotStoreAReplay(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		const secret = "It's a Secret to Everybody"
+		p, err := verify.NewProvider(verify.ProviderConfig{Name: "gh", Scheme: "github", Secrets: []string{secret}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		j := testdb.OpenStore(t, store, true)
+		reg := prometheus.NewRegistry()
+		in, err := proxy.NewIngress(proxy.IngressConfig{
+			Routes:  []proxy.Route{{Path: "/webhooks/gh", Provider: p, BodyGuard: true}},
+			Journal: j, Metrics: proxy.NewMetrics(reg),
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &fixture{srv: httptest.NewServer(in), j: j, reg: reg}
+		t.Cleanup(f.srv.Close)
+		body := `{"action":"opened","issue":{"id":1}}`
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(body))
+		send := func(delivery string) reply {
+			return f.post(t, "/webhooks/gh", http.Header{
+				"X-Hub-Signature-256": {"sha256=" + hex.EncodeToString(mac.Sum(nil))},
+				"X-Github-Delivery":   {delivery}, "X-Github-Event": {"issues"}, "Content-Type": {"application/json"},
+			}, body)
+		}
+		if r := send("d-1"); r.status != http.StatusAccepted {
+			t.Fatalf("first: %+v", r)
+		}
+		if r := send("d-2-forged"); r.status != http.StatusOK {
+			t.Fatalf("replay under a fresh id: %+v", r)
+		}
+		evs := f.events(t)
+		if len(evs) != 1 || evs[0].EventID != "d-1" {
+			t.Fatalf("journal: %+v", evs)
+		}
+		if f.conflicts(t) != 1 {
+			t.Fatalf("the replay was not recorded on the first event")
+		}
+		if got := f.count("gh", "replay"); got != 1 {
+			t.Fatalf("replay counter %v", got)
+		}
+	})
+}

@@ -239,3 +239,36 @@ func TestEventTypeFromJSONBody(t *testing.T) {
 		t.Fatalf("%+v %v", ev, err)
 	}
 }
+
+// TestIDSigned: the schemes whose id comes from an unsigned header, and a
+// configured id header, are reported as such; hmac's {id} signs it.
+func TestIDSigned(t *testing.T) {
+	mk := func(cfg ProviderConfig) *Provider {
+		t.Helper()
+		p, err := NewProvider(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, c := range []struct {
+		cfg  ProviderConfig
+		want bool
+	}{
+		{ProviderConfig{Name: "a", Scheme: SchemeGitHub, Secrets: []string{"s"}}, false},
+		{ProviderConfig{Name: "a", Scheme: SchemeShopify, Secrets: []string{"s"}}, false},
+		{ProviderConfig{Name: "a", Scheme: SchemePagerDuty, Secrets: []string{"s"}}, false},
+		{ProviderConfig{Name: "a", Scheme: SchemeStripe, Secrets: []string{"whsec_x"}}, true},
+		{ProviderConfig{Name: "a", Scheme: SchemeStandard, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}, true},
+		{ProviderConfig{Name: "a", Scheme: SchemeStripe, Secrets: []string{"whsec_x"}, IDHeader: "X-Id"}, false},
+		{ProviderConfig{Name: "a", Scheme: SchemeHMAC, Secrets: []string{"s"}, IDHeader: "X-Id",
+			HMAC: HMACConfig{SignatureHeader: "X-Sig", SignedContent: "{id}.{body}"}}, true},
+		{ProviderConfig{Name: "a", Scheme: SchemeHMAC, Secrets: []string{"s"}, IDHeader: "X-Id",
+			HMAC: HMACConfig{SignatureHeader: "X-Sig"}}, false},
+		{ProviderConfig{Name: "a", Scheme: SchemeNone}, true},
+	} {
+		if got := mk(c.cfg).IDSigned(); got != c.want {
+			t.Errorf("%s (id header %q): IDSigned %v, want %v", c.cfg.Scheme, c.cfg.IDHeader, got, c.want)
+		}
+	}
+}

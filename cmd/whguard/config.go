@@ -111,7 +111,10 @@ type providerEnv struct {
 	ForwardPath    string        `env:"FORWARD_PATH"`
 	// Resign is nil when unset: then on exactly when the scheme can
 	// re-sign (providerConfig.resign holds the outcome).
-	Resign       *bool `env:"RESIGN"`
+	Resign *bool `env:"RESIGN"`
+	// BodyGuard is nil when unset: then on exactly when the provider's
+	// event id is not signed (providerConfig.bodyGuard holds the outcome).
+	BodyGuard    *bool `env:"BODY_GUARD"`
 	PreserveHost bool  `env:"PRESERVE_HOST"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
@@ -134,6 +137,10 @@ type providerConfig struct {
 	// resign: forward with the signature made afresh (RESIGN, defaulting
 	// to provider.CanResign()).
 	resign bool
+	// bodyGuard: the same signed body under a fresh event id is taken as
+	// a replay, not a new event (BODY_GUARD, defaulting to
+	// !provider.IDSigned()).
+	bodyGuard bool
 }
 
 // configError is one invalid setting; main exits 2 printing each.
@@ -430,6 +437,10 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	if err == nil {
 		p.provider = prov
 		p.resign = p.validateResign(ps)
+		p.bodyGuard = !prov.IDSigned()
+		if p.env.BodyGuard != nil {
+			p.bodyGuard = *p.env.BodyGuard
+		}
 		return warnings
 	}
 	// verify's errors name their field and never contain a secret or key.

@@ -71,6 +71,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_FORWARD_PATH", "x", nil, "must start with /"},
 		{"WHGUARD_X_RESIGN", "true", nil, "signatures never expire"},
 		{"WHGUARD_X_PRESERVE_HOST", "maybe", nil, "true or false"},
+		{"WHGUARD_X_BODY_GUARD", "maybe", nil, "true or false"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
