@@ -44,6 +44,9 @@ type Dispatcher interface {
 // Checker verifies a request and derives its event key (a *verify.Provider).
 type Checker interface {
 	Name() string
+	// Precheck refuses a request from its headers alone, before its body
+	// is read (missing or malformed signature headers, a stale timestamp).
+	Precheck(h http.Header, rawQuery string, now time.Time) error
 	Check(in verify.Input, now time.Time) (verify.Event, error)
 }
 
@@ -191,6 +194,13 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 
+	// Header checks come before the body is read: a request that can
+	// never verify costs no buffering.
+	if err := route.Provider.Precheck(r.Header, r.URL.RawQuery, in.now()); err != nil {
+		w.Header().Set("Connection", "close") // do not drain its body
+		in.refuse(w, name, err, start)
+		return
+	}
 	if r.ContentLength > route.MaxBodyBytes {
 		w.Header().Set("Connection", "close") // do not drain it
 		in.reply(w, name, ResultTooLarge, http.StatusRequestEntityTooLarge,
@@ -233,17 +243,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery}, in.now())
 	if err != nil {
-		// verify's messages are written to be shown: they never carry a
-		// secret or a signature value. The reason code says why in a word,
-		// for the log and the refusals counter.
-		reason := verify.Reason(err)
-		in.metrics.observeRefusal(name, reason)
-		switch {
-		case errors.Is(err, verify.ErrUnauthorized):
-			in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
-		default:
-			in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
-		}
+		in.refuse(w, name, err, start)
 		return
 	}
 	if event.Handshake != nil {
@@ -332,6 +332,20 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // reply answers and records the request; fields are added to the log line
 // of a refusal.
+// refuse answers a request verify refused: 401 or 400 with verify's
+// message, which is written to be shown (it never carries a secret or a
+// signature value); the reason code says why in a word, for the log and
+// the refusals counter.
+func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start time.Time) {
+	reason := verify.Reason(err)
+	in.metrics.observeRefusal(name, reason)
+	if errors.Is(err, verify.ErrUnauthorized) {
+		in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
+		return
+	}
+	in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
+}
+
 func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time, fields ...zap.Field) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", fmt.Sprint(len(body)))

@@ -1,6 +1,7 @@
 package proxy_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/hmac"
@@ -942,4 +943,42 @@ func TestBodyGuardAcknowledgesButDoesNotStoreAReplay(t *testing.T) {
 			t.Fatalf("replay counter %v", got)
 		}
 	})
+}
+
+// TestHeaderChecksComeBeforeTheBody: a request whose signature headers are
+// missing or malformed, or whose timestamp is stale, is answered before a
+// byte of its body is read (the test never sends the body).
+func TestHeaderChecksComeBeforeTheBody(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "sqlite")
+	addr := strings.TrimPrefix(f.srv.URL, "http://")
+	for _, c := range []struct {
+		name    string
+		headers string
+		want    int
+	}{
+		{"no signature headers", "", 400},
+		{"malformed signature", "webhook-id: m1\r\nwebhook-timestamp: %d\r\nwebhook-signature: v1,!!!\r\n", 401},
+		{"stale timestamp", "webhook-id: m1\r\nwebhook-timestamp: 1000000000\r\nwebhook-signature: v1," + strings.Repeat("A", 43) + "=\r\n", 401},
+	} {
+		c0, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		headers := c.headers
+		if strings.Contains(headers, "%d") {
+			headers = fmt.Sprintf(headers, time.Now().Unix())
+		}
+		fmt.Fprintf(c0, "POST /webhooks/std HTTP/1.1\r\nHost: %s\r\nContent-Length: 1000000\r\n%s\r\n", addr, headers)
+		_ = c0.SetReadDeadline(time.Now().Add(5 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c0), nil)
+		if err != nil {
+			t.Fatalf("%s: no answer without the body: %v", c.name, err)
+		}
+		resp.Body.Close()
+		c0.Close()
+		if resp.StatusCode != c.want {
+			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
+		}
+	}
 }

@@ -3,6 +3,8 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"net/http"
+	"time"
 )
 
 // Reason codes: why a request was refused, in a word fit for a log field
@@ -61,4 +63,24 @@ func Reason(err error) string {
 		return r.reason
 	}
 	return ReasonOther
+}
+
+// Precheck refuses, before the body is read, a request whose signature
+// headers are missing or malformed, whose signed timestamp is outside the
+// tolerance, or that lacks the configured id header: the same error Check
+// would give. It runs the scheme's own checks over an empty body and keeps
+// only the refusals that cannot depend on the body, so a request it passes
+// may still be refused by Check. Reading (and buffering) the body of a
+// request that can never verify is what an unauthenticated client could
+// otherwise make whguard do.
+func (p *Provider) Precheck(h http.Header, rawQuery string, now time.Time) error {
+	if p.idHeader != "" && h.Get(p.idHeader) == "" {
+		return missingHeader(p.idHeader)
+	}
+	_, err := p.verifier.Verify(Input{Header: h, RawQuery: rawQuery}, now)
+	switch Reason(err) {
+	case ReasonMissingHeader, ReasonMalformedHeader, ReasonTimestampOutsideTolerance:
+		return err
+	}
+	return nil
 }
