@@ -5,6 +5,7 @@
 package proxy
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -220,7 +222,8 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	body, err := readLimited(r, route.MaxBodyBytes)
+	body, buf, err := readLimited(r, route.MaxBodyBytes)
+	defer putBody(buf)
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			// Do not let the server drain the rest of an oversize body.
@@ -259,7 +262,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		EventType:   event.Type,
 		ContentHash: event.ContentHash,
 		Headers:     withForwarded(r),
-		Body:        body,
+		Body:        bytes.Clone(body), // kept: the journal and a delivery from memory hold it
 		Path:        r.URL.Path,
 		RawQuery:    r.URL.RawQuery,
 		ReceivedAt:  start,
@@ -301,7 +304,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			claimed = false
 			in.dispatch.Dispatch(journal.Delivery{
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
-				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: body,
+				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
 				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
 				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
 			})
@@ -376,10 +379,13 @@ func boundedPath(path string) string {
 
 var errTooLarge = errors.New("body too large")
 
-// readLimited reads the whole body, never more than limit+1 bytes.
-func readLimited(r *http.Request, limit int64) ([]byte, error) {
+// readLimited reads the whole body, never more than limit+1 bytes, into a
+// recycled buffer: the caller hands it back with putBody once done, and
+// copies out the body it keeps (only a verified event's is kept, so the
+// bodies of refused requests leave no garbage behind).
+func readLimited(r *http.Request, limit int64) ([]byte, *[]byte, error) {
 	if r.ContentLength > limit {
-		return nil, errTooLarge
+		return nil, nil, errTooLarge
 	}
 	// One byte past the limit tells an oversize body; never past what an
 	// int64 holds, whatever limit is configured.
@@ -387,27 +393,52 @@ func readLimited(r *http.Request, limit int64) ([]byte, error) {
 	if n < math.MaxInt64 {
 		n++
 	}
-	var b []byte
-	if r.ContentLength >= 0 {
-		// The declared length, allocated once (what the budget reserved);
-		// a body longer than declared fails in the server's reader.
-		b = make([]byte, 0, r.ContentLength+1)
-	}
-	b, err := readAllInto(b, io.LimitReader(r.Body, n))
+	buf := getBody(r.ContentLength)
+	b, err := readAllInto((*buf)[:0], io.LimitReader(r.Body, n))
+	*buf = b
 	if err != nil {
-		return nil, fmt.Errorf("read body: %w", err)
+		putBody(buf)
+		return nil, nil, fmt.Errorf("read body: %w", err)
 	}
 	if int64(len(b)) > limit {
-		return nil, errTooLarge
+		putBody(buf)
+		return nil, nil, errTooLarge
 	}
-	return b, nil
+	return b, buf, nil
+}
+
+// bodyBuffers recycles the buffers bodies are read into.
+var bodyBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 4<<10); return &b }}
+
+// pooledBodyMax is the largest buffer kept for reuse: bigger bodies are
+// rare, and a pool of them would hold memory for nothing.
+const pooledBodyMax = 256 << 10
+
+// getBody returns a buffer with room for a declared length (plus the byte
+// that tells an oversize body): what the budget reserved, allocated once.
+func getBody(declared int64) *[]byte {
+	if declared > pooledBodyMax {
+		b := make([]byte, 0, declared+1)
+		return &b
+	}
+	buf := bodyBuffers.Get().(*[]byte)
+	if declared >= 0 && int64(cap(*buf)) < declared+1 {
+		*buf = make([]byte, 0, declared+1)
+	}
+	return buf
+}
+
+// putBody hands a buffer back for reuse (nil is ignored).
+func putBody(buf *[]byte) {
+	if buf == nil || cap(*buf) > pooledBodyMax {
+		return
+	}
+	*buf = (*buf)[:0]
+	bodyBuffers.Put(buf)
 }
 
 // readAllInto is io.ReadAll appending to b.
 func readAllInto(b []byte, r io.Reader) ([]byte, error) {
-	if b == nil {
-		return io.ReadAll(r)
-	}
 	for {
 		if len(b) == cap(b) {
 			b = append(b, 0)[:len(b)] // grow (a body longer than declared)
