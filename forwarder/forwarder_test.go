@@ -439,7 +439,9 @@ func TestWakeUps(t *testing.T) {
 					c.Listen = j.(*journal.Postgres).Listen
 				}
 			})
-			time.Sleep(300 * time.Millisecond) // let the first poll and LISTEN happen
+			if kind == "notify" {
+				waitListening(t, j.(*journal.Postgres))
+			}
 			start := time.Now()
 			appendEvent(t, writer, "evt_wake_"+kind)
 			if kind == "in-process" {
@@ -1555,5 +1557,27 @@ func TestOldestPendingAgeIsZeroWhenNothingWaits(t *testing.T) {
 			t.Fatal("no whguard_oldest_pending_age_seconds{provider=\"acme\"} 0 with nothing pending")
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitListening waits until a session of the journal's database LISTENs
+// for new events (the forwarder's LISTEN connection is up).
+func waitListening(t *testing.T, pg *journal.Postgres) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var n int
+		err := pg.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query = 'LISTEN '||$1`, journal.NotifyChannel).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the forwarder's LISTEN connection never came up")
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
