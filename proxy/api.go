@@ -129,12 +129,7 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, err := a.store.Get(r.Context(), id)
-	if errors.Is(err, journal.ErrNotFound) {
-		apiError(w, http.StatusNotFound, "no such event")
-		return
-	}
-	if err != nil {
-		a.unavailable(w, err)
+	if !a.found(w, err) {
 		return
 	}
 	d.Headers = a.redact.headers(d.Headers)
@@ -147,12 +142,7 @@ func (a *api) conflicts(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	cs, err := a.store.Conflicts(r.Context(), id)
-	if errors.Is(err, journal.ErrNotFound) {
-		apiError(w, http.StatusNotFound, "no such event")
-		return
-	}
-	if err != nil {
-		a.unavailable(w, err)
+	if !a.found(w, err) {
 		return
 	}
 	for i := range cs {
@@ -322,6 +312,20 @@ func intParam(s string, lo, hi int) (int, error) {
 		return 0, errors.New("out of range")
 	}
 	return n, nil
+}
+
+// found answers a failed read of one event (404 when there is no such
+// event, else 503) and reports whether err was nil.
+func (a *api) found(w http.ResponseWriter, err error) bool {
+	switch {
+	case err == nil:
+		return true
+	case errors.Is(err, journal.ErrNotFound):
+		apiError(w, http.StatusNotFound, "no such event")
+	default:
+		a.unavailable(w, err)
+	}
+	return false
 }
 
 func (a *api) unavailable(w http.ResponseWriter, err error) {
