@@ -190,10 +190,3 @@ func (g *Group[T, R]) queued() int {
 	}
 	return n
 }
-
-// flushing counts the flushes running (tests).
-func (g *Group[T, R]) flushing() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.inflight
-}

@@ -6,31 +6,36 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
-// A lone call is flushed at once, alone. Serial: it times the call.
+// A lone call is flushed at once, alone: in a bubble of fake time, no
+// time passes before its answer (no timer, no linger).
 func TestLoneCallFlushesAtOnce(t *testing.T) {
-	var flushes atomic.Int32
-	g := New(Config{}, func(_ context.Context, items []int) ([]int, error) {
-		flushes.Add(1)
-		out := make([]int, len(items))
-		for i, v := range items {
-			out[i] = v * 10
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var flushes atomic.Int32
+		g := New(Config{}, func(_ context.Context, items []int) ([]int, error) {
+			flushes.Add(1)
+			out := make([]int, len(items))
+			for i, v := range items {
+				out[i] = v * 10
+			}
+			return out, nil
+		})
+		start := time.Now()
+		res, err := g.Do(context.Background(), []int{1, 2})
+		if err != nil || len(res) != 2 || res[0] != 10 || res[1] != 20 {
+			t.Fatalf("%v %v", res, err)
 		}
-		return out, nil
+		if took := time.Since(start); took != 0 {
+			t.Fatalf("lone call waited %s", took)
+		}
+		if flushes.Load() != 1 {
+			t.Fatalf("%d flushes", flushes.Load())
+		}
 	})
-	start := time.Now()
-	res, err := g.Do(context.Background(), []int{1, 2})
-	if err != nil || len(res) != 2 || res[0] != 10 || res[1] != 20 {
-		t.Fatalf("%v %v", res, err)
-	}
-	if took := time.Since(start); took > 50*time.Millisecond {
-		t.Fatalf("lone call took %s", took)
-	}
-	if flushes.Load() != 1 {
-		t.Fatalf("%d flushes", flushes.Load())
-	}
 }
 
 // Calls arriving during a flush share the next one, each gets its own
@@ -118,64 +123,68 @@ func TestFailedFlushFailsOnlyItsBatch(t *testing.T) {
 // on and could still write the items).
 func TestCallerDeadlineBoundsTheFlush(t *testing.T) {
 	t.Parallel()
-	var ended atomic.Bool
-	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
-		<-ctx.Done() // a stalled database, interrupted by the deadline
-		ended.Store(true)
-		return nil, ctx.Err()
+	synctest.Test(t, func(t *testing.T) {
+		var ended atomic.Bool
+		g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
+			<-ctx.Done() // a stalled database, interrupted by the deadline
+			ended.Store(true)
+			return nil, ctx.Err()
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		if _, err := g.Do(ctx, []int{1}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v", err)
+		}
+		if !ended.Load() {
+			t.Fatal("Do returned before its flush was over")
+		}
+		if took := time.Since(start); took != 20*time.Millisecond {
+			t.Fatalf("the flush ended after %s, want at the caller's deadline (20ms)", took)
+		}
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
-	defer cancel()
-	if _, err := g.Do(ctx, []int{1}); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v", err)
-	}
-	if !ended.Load() {
-		t.Fatal("Do returned before its flush was over")
-	}
 }
 
 // A call whose deadline passed while it was queued is failed unwritten,
 // and does not shorten the flush of the calls behind it.
 func TestExpiredCallIsNotWritten(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	var mu sync.Mutex
-	var written []int
-	g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
-		if items[0] == 0 {
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var written []int
+		g := New(Config{}, func(ctx context.Context, items []int) ([]int, error) {
+			if items[0] == 0 {
+				<-release
+			}
+			mu.Lock()
+			written = append(written, items...)
+			mu.Unlock()
+			return items, nil
+		})
+		go g.Do(context.Background(), []int{0}) // occupies the only flush
+		synctest.Wait()
+		short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		errc := make(chan error, 1)
+		go func() { _, err := g.Do(short, []int{1}); errc <- err }()
+		synctest.Wait() // queued behind the first flush
+		time.Sleep(20 * time.Millisecond)
+		close(release)
+		if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("expired call: %v", err)
+		}
+		if res, err := g.Do(context.Background(), []int{2}); err != nil || res[0] != 2 {
+			t.Fatalf("later call: %v %v", res, err)
 		}
 		mu.Lock()
-		written = append(written, items...)
-		mu.Unlock()
-		return items, nil
-	})
-	go g.Do(context.Background(), []int{0}) // occupies the only flush
-	for g.queued() != 0 || g.flushing() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	short, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	errc := make(chan error, 1)
-	go func() { _, err := g.Do(short, []int{1}); errc <- err }()
-	for g.queued() == 0 {
-		time.Sleep(time.Millisecond)
-	}
-	<-short.Done()
-	close(release)
-	if err := <-errc; !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("expired call: %v", err)
-	}
-	if res, err := g.Do(context.Background(), []int{2}); err != nil || res[0] != 2 {
-		t.Fatalf("later call: %v %v", res, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, v := range written {
-		if v == 1 {
-			t.Fatalf("the expired call was written: %v", written)
+		defer mu.Unlock()
+		for _, v := range written {
+			if v == 1 {
+				t.Fatalf("the expired call was written: %v", written)
+			}
 		}
-	}
+	})
 }
 
 // A caller that is cancelled (no deadline) does not cancel the flush of
@@ -198,44 +207,50 @@ func TestCallerCancelDoesNotCancelFlush(t *testing.T) {
 }
 
 // With Linger, calls arriving one after another within the linger share
-// one flush; a full batch does not wait. Serial: it counts on calls 10 ms
-// apart arriving well within 500 ms.
+// one flush; a full batch does not wait (fake time: exact).
 func TestLingerGathersCalls(t *testing.T) {
-	var (
-		mu      sync.Mutex
-		batches []int
-	)
-	g := New(Config{MaxBatch: 4, Linger: 500 * time.Millisecond}, func(_ context.Context, items []int) ([]int, error) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		var (
+			mu      sync.Mutex
+			batches []int
+		)
+		g := New(Config{MaxBatch: 4, Linger: 500 * time.Millisecond}, func(_ context.Context, items []int) ([]int, error) {
+			mu.Lock()
+			batches = append(batches, len(items))
+			mu.Unlock()
+			return items, nil
+		})
+		var wg sync.WaitGroup
+		start := time.Now()
+		for i := range 3 { // arriving 10 ms apart, well within the linger
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := g.Do(context.Background(), []int{i}); err != nil {
+					t.Error(err)
+				}
+			}()
+			time.Sleep(10 * time.Millisecond)
+		}
+		wg.Wait()
+		if took := time.Since(start); took != 500*time.Millisecond {
+			t.Errorf("lingering calls answered after %s, want the linger, 500ms", took)
+		}
 		mu.Lock()
-		batches = append(batches, len(items))
+		if len(batches) != 1 || batches[0] != 3 {
+			t.Fatalf("batches %v, want one of 3", batches)
+		}
+		batches = nil
 		mu.Unlock()
-		return items, nil
-	})
-	var wg sync.WaitGroup
-	for i := range 3 { // arriving 10 ms apart, well within the linger
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := g.Do(context.Background(), []int{i}); err != nil {
-				t.Error(err)
-			}
-		}()
-		time.Sleep(10 * time.Millisecond)
-	}
-	wg.Wait()
-	mu.Lock()
-	if len(batches) != 1 || batches[0] != 3 {
-		t.Fatalf("batches %v, want one of 3", batches)
-	}
-	batches = nil
-	mu.Unlock()
 
-	// A call of MaxBatch items is flushed without lingering.
-	start := time.Now()
-	if _, err := g.Do(context.Background(), []int{1, 2, 3, 4}); err != nil {
-		t.Fatal(err)
-	}
-	if took := time.Since(start); took >= 500*time.Millisecond {
-		t.Errorf("a full batch waited %s", took)
-	}
+		// A call of MaxBatch items is flushed without lingering.
+		start = time.Now()
+		if _, err := g.Do(context.Background(), []int{1, 2, 3, 4}); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took != 0 {
+			t.Errorf("a full batch waited %s", took)
+		}
+	})
 }
