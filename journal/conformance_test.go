@@ -49,6 +49,7 @@ func TestConformance(t *testing.T) {
 		{"ReadyFollowsCommits", testReadyFollowsCommits},
 		{"HeadersKeepTheirBytes", testHeadersKeepTheirBytes},
 		{"BodyGuardCatchesReplays", testBodyGuardCatchesReplays},
+		{"SearchAndFilteredReplay", testSearchAndFilteredReplay},
 	}
 	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
@@ -1053,5 +1054,77 @@ func testBodyGuardCatchesReplays(t *testing.T, s journal.Store) {
 	}
 	if n := count(t, s, journal.Filter{Provider: "gh"}); n != 3 {
 		t.Fatalf("%d gh events, want 3", n)
+	}
+}
+
+// testSearchAndFilteredReplay: types with wildcards, a time range, body
+// matches and the event id select events for listing and for a bulk
+// replay, whose dry run counts the same events.
+func testSearchAndFilteredReplay(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	base := time.Now().Add(-time.Hour).Truncate(time.Second)
+	mk := func(id, typ, customer string, at time.Duration) journal.Event {
+		e := ev("stripe", id, "h")
+		e.EventType, e.ReceivedAt = typ, base.Add(at)
+		e.Body = []byte(`{"id":"` + id + `","data":{"object":{"customer":"` + customer + `"}}}`)
+		return e
+	}
+	events := []journal.Event{
+		mk("e1", "invoice.paid", "cus_123", 0), mk("e2", "invoice.payment_failed", "cus_123", time.Minute),
+		mk("e3", "customer.updated", "cus_123", 2*time.Minute), mk("e4", "invoice.paid", "cus_999", 3*time.Minute),
+		mk("e5", "invoice_paid", "cus_123", 4*time.Minute),
+	}
+	if _, err := s.Append(ctx, events); err != nil {
+		t.Fatal(err)
+	}
+	// All of them dead.
+	var fs []journal.Finish
+	for _, d := range leaseAll(t, s, time.Minute) {
+		fs = append(fs, finish(d, journal.StatusDead, 500))
+	}
+	if _, err := s.Complete(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	ids := func(f journal.Filter) string {
+		evs, _, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, e := range evs {
+			out = append(out, e.EventID)
+		}
+		return strings.Join(out, ",")
+	}
+	cus := []journal.Match{{Pointer: "/data/object/customer", Value: "cus_123"}}
+	for _, c := range []struct {
+		f    journal.Filter
+		want string
+	}{
+		{journal.Filter{Types: []string{"invoice.*"}}, "e4,e2,e1"},
+		{journal.Filter{Types: []string{"invoice.*", "customer.*"}}, "e4,e3,e2,e1"},
+		{journal.Filter{Types: []string{"*.paid"}}, "e4,e1"},
+		{journal.Filter{Types: []string{"INVOICE.*"}}, ""},
+		{journal.Filter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute)}, "e3,e2"},
+		{journal.Filter{Match: cus}, "e5,e3,e2,e1"},
+		{journal.Filter{Match: cus, Types: []string{"invoice.*"}}, "e2,e1"},
+		{journal.Filter{EventID: "e", EventIDPrefix: true, Match: cus, Limit: 2}, "e5,e3"},
+	} {
+		if got := ids(c.f); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.f, got, c.want)
+		}
+	}
+	f := journal.Filter{Status: journal.StatusDead, Types: []string{"invoice.*"}, Match: cus}
+	if n, err := s.CountReplayable(ctx, f); err != nil || n != 2 {
+		t.Fatalf("dry run: %d %v, want 2", n, err)
+	}
+	if got := count(t, s, journal.Filter{Status: journal.StatusDead}); got != 5 {
+		t.Fatalf("the dry run replayed something: %d dead", got)
+	}
+	if n, err := s.BulkReplay(ctx, f, "customer fixed"); err != nil || n != 2 {
+		t.Fatalf("filtered replay: %d %v, want 2", n, err)
+	}
+	if got := ids(journal.Filter{Status: journal.StatusRetry}); got != "e2,e1" {
+		t.Fatalf("replayed %q, want e2,e1", got)
 	}
 }

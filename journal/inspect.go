@@ -40,6 +40,19 @@ type Detail struct {
 	Conflicts  int       `json:"conflicts"`
 }
 
+// Match is one body condition of a Filter: the JSON value at Pointer
+// (RFC 6901) equals Value (a string's text; a number, true, false or null
+// as written).
+type Match struct {
+	Pointer string
+	Value   string
+}
+
+// MatchWindow bounds the events one listing with Match reads the bodies
+// of (newest first): a search over a large journal answers in bounded time
+// and says where to continue.
+const MatchWindow = 10000
+
 // ConflictCopy is one copy of an event received under its key with other
 // content (the first payload is the one kept and delivered).
 type ConflictCopy struct {
@@ -70,6 +83,20 @@ type Filter struct {
 	// EventIDPrefix.
 	EventID       string
 	EventIDPrefix bool
+	// Types matches event types; each may hold * wildcards
+	// (invoice.*, *.failed). Empty matches all.
+	Types []string
+	// Until: only events received before it (Since is inclusive, Until
+	// exclusive).
+	Until time.Time
+	// Match keeps events whose JSON body holds each value at its pointer
+	// (all of them). Bodies are read and matched in Go, at most
+	// MatchWindow events per call: a listing that ran out of its window
+	// returns what it found with a cursor to go on from.
+	Match []Match
+	// WithPayload keeps only events whose payload retention has not
+	// dropped (what a replay needs).
+	WithPayload bool
 	// Before is a cursor: only ids below it (newest first paging).
 	Before int64
 	// Since: only events received at or after it.

@@ -41,6 +41,7 @@ type Store interface {
 	Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
+	CountReplayable(ctx context.Context, f Filter) (int, error)
 
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
 }

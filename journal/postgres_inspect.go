@@ -15,6 +15,15 @@ func (p *Postgres) List(ctx context.Context, f Filter) ([]Summary, int64, error)
 	return listEvents(ctx, p, f)
 }
 
+// likePatterns turns type patterns into LIKE patterns.
+func likePatterns(types []string) []string {
+	out := make([]string, len(types))
+	for i, t := range types {
+		out[i] = likePattern(t)
+	}
+	return out
+}
+
 func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
 	// An exact event id with a provider (or the configured providers) is
 	// found through the unique key; the general pool plans each query for
@@ -25,12 +34,32 @@ WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 
   AND ($4::timestamptz IS NULL OR received_at >= $4)
   AND (coalesce(cardinality($6::text[]), 0) = 0 OR provider = ANY ($6::text[]))
   AND ($7 = '' OR CASE WHEN $8 THEN starts_with(event_id, $7) ELSE event_id = $7 END)
+  AND (coalesce(cardinality($9::text[]), 0) = 0 OR event_type LIKE ANY ($9::text[]))
+  AND ($10::timestamptz IS NULL OR received_at < $10)
+  AND (NOT $11 OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id))
 ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n,
-		providersFilter(f), f.EventID, f.EventIDPrefix)
+		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanSummary)
+}
+
+func (p *Postgres) bodies(ctx context.Context, ids []int64) (map[int64][]byte, error) {
+	rows, err := p.pool.Query(ctx, `SELECT event_row_id, body FROM whguard_payloads WHERE event_row_id = ANY ($1::bigint[])`, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]byte, len(ids))
+	var (
+		id   int64
+		body []byte
+	)
+	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
+		out[id] = append([]byte(nil), body...)
+		return nil
+	})
+	return out, err
 }
 
 // Conflicts returns the copies of event id received with other content,
@@ -149,38 +178,18 @@ func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (re
 // events matching f (Status must be dead or done; "" means dead), and
 // returns how many were replayed.
 func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
-	return bulkReplay(ctx, p, f, reason)
+	return bulkReplay(ctx, p, f, reason, false)
 }
 
-func (p *Postgres) newestID(ctx context.Context) (int64, error) {
-	var id int64
-	err := p.pool.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
-	return id, err
+// CountReplayable counts the events BulkReplay would replay with f.
+func (p *Postgres) CountReplayable(ctx context.Context, f Filter) (int, error) {
+	return bulkReplay(ctx, p, f, "", true)
 }
 
-// replayNext selects a batch, then replays it in one statement, which
-// re-checks each row under its lock.
-func (p *Postgres) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
-	rows, err := p.pool.Query(ctx, `
-SELECT id FROM whguard_events e
-WHERE status = $1 AND ($2 = '' OR provider = $2) AND ($3::timestamptz IS NULL OR received_at >= $3)
-  AND id > $5::bigint AND id <= $6::bigint
-  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT $4`, string(w.status), w.provider, nullTime(w.since), w.limit, w.after, w.ceiling)
-	if err != nil {
-		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return replayedBatch{}, fmt.Errorf("select batch: %w", err)
-	}
-	b := replayedBatch{picked: len(ids)}
-	if len(ids) == 0 {
-		return b, nil
-	}
-	b.last = ids[len(ids)-1]
-	err = p.pool.QueryRow(ctx, sqlReplay, ids, w.reason).Scan(&b.replayed)
-	return b, err
+func (p *Postgres) replayIDs(ctx context.Context, ids []int64, reason string) (int, error) {
+	var n int
+	err := p.pool.QueryRow(ctx, sqlReplay, ids, reason).Scan(&n)
+	return n, err
 }
 
 // Stats counts events by status and measures the oldest undelivered one.

@@ -38,11 +38,21 @@ func (s *SQLite) listPage(ctx context.Context, f Filter, n int) ([]Summary, erro
 			args = append(args, p)
 		}
 	}
+	types := "1"
+	if len(f.Types) > 0 {
+		types = "(event_type GLOB ?" + strings.Repeat(" OR event_type GLOB ?", len(f.Types)-1) + ")"
+		for _, t := range f.Types {
+			args = append(args, globPattern(t))
+		}
+	}
+	until := sqliteSince(f.Until)
+	args = append(args, until, until, f.WithPayload)
 	rows, err := s.r.QueryContext(ctx, `
 SELECT `+sqliteSummaryColumns+` FROM whguard_events
 WHERE (? = '' OR status = ?) AND (? = '' OR provider = ?) AND (? = 0 OR id < ?) AND (? IS NULL OR received_at >= ?)
   AND (? = '' OR CASE WHEN ? THEN substr(event_id, 1, length(?)) = ? ELSE event_id = ? END)
-  AND `+inProviders+`
+  AND `+inProviders+` AND `+types+` AND (? IS NULL OR received_at < ?)
+  AND (NOT ? OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id))
 ORDER BY id DESC LIMIT ?`, append(args, n)...)
 	if err != nil {
 		return nil, err
@@ -53,6 +63,32 @@ ORDER BY id DESC LIMIT ?`, append(args, n)...)
 		out = append(out, sm)
 		return err
 	})
+	return out, err
+}
+
+func (s *SQLite) bodies(ctx context.Context, ids []int64) (map[int64][]byte, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	args := make([]any, len(ids))
+	for i, id := range ids {
+		args[i] = id
+	}
+	rows, err := s.r.QueryContext(ctx, `SELECT event_row_id, body FROM whguard_payloads WHERE event_row_id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int64][]byte, len(ids))
+	var (
+		id   int64
+		body []byte
+	)
+	err = eachRow(rows, func() error {
+		out[id] = body
+		body = nil
+		return nil
+	}, &id, &body)
 	return out, err
 }
 
@@ -200,50 +236,43 @@ WHERE id = ?`, now, now, id); err != nil {
 // BulkReplay replays matching dead or done events in batches of 100,
 // walking ids forward up to the newest id at its start.
 func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
-	return bulkReplay(ctx, s, f, reason)
+	return bulkReplay(ctx, s, f, reason, false)
 }
 
-func (s *SQLite) newestID(ctx context.Context) (int64, error) {
-	var id int64
-	err := s.r.QueryRowContext(ctx, `SELECT coalesce(max(id), 0) FROM whguard_events`).Scan(&id)
-	return id, err
+// CountReplayable counts the events BulkReplay would replay with f.
+func (s *SQLite) CountReplayable(ctx context.Context, f Filter) (int, error) {
+	return bulkReplay(ctx, s, f, "", true)
 }
 
-// replayNext selects and replays a batch in one write transaction.
-func (s *SQLite) replayNext(ctx context.Context, w replayWalk) (replayedBatch, error) {
-	var b replayedBatch
-	since := sqliteSince(w.since)
+func (s *SQLite) replayIDs(ctx context.Context, ids []int64, reason string) (int, error) {
+	n := 0
 	err := s.write(ctx, func(tx sqliteTx) error {
-		b = replayedBatch{}
-		rows, err := tx.QueryContext(ctx, `
-SELECT id FROM whguard_events e
-WHERE status = ? AND (? = '' OR provider = ?) AND (? IS NULL OR received_at >= ?) AND id > ? AND id <= ?
-  AND EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = e.id)
-ORDER BY id LIMIT ?`, string(w.status), w.provider, w.provider, since, since, w.after, w.ceiling, w.limit)
-		if err != nil {
-			return err
-		}
-		var ids []int64
-		var id int64
-		if err := eachRow(rows, func() error {
-			ids = append(ids, id)
-			return nil
-		}, &id); err != nil {
-			return err
-		}
+		n = 0
 		for _, id := range ids {
-			if err := s.replayOne(ctx, tx, id, w.status, w.reason); err != nil {
+			var (
+				t   replayTarget
+				err error
+			)
+			err = tx.QueryRowContext(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = ?)
+				FROM whguard_events WHERE id = ?`, id, id).Scan(&t.status, &t.hasPayload)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue
+			}
+			if err != nil {
 				return err
 			}
-			b.replayed++
-		}
-		b.picked = len(ids)
-		if len(ids) > 0 {
-			b.last = ids[len(ids)-1]
+			t.found = true
+			if !t.replayable() {
+				continue
+			}
+			if err := s.replayOne(ctx, tx, id, t.status, reason); err != nil {
+				return err
+			}
+			n++
 		}
 		return nil
 	})
-	return b, err
+	return n, err
 }
 
 // Stats counts events by status and measures the oldest undelivered one.

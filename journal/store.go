@@ -27,16 +27,18 @@ type dialect interface {
 	// getEvent reads one event (ErrNotFound when there is none) with its
 	// conflict count, attempts and replays, and its payload as stored.
 	getEvent(ctx context.Context, id int64) (*Detail, storedPayload, error)
+	// bodies returns the stored bodies of events (those whose payload is
+	// kept), by id.
+	bodies(ctx context.Context, ids []int64) (map[int64][]byte, error)
 	// listConflicts returns the conflicting copies of event id, oldest
 	// first, as stored.
 	listConflicts(ctx context.Context, id int64) ([]storedConflict, error)
 	// replayEvent sends event id back to retry and audits why, when it is
 	// replayable, and reports what it found.
 	replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error)
-	// newestID returns the highest event id (0 for an empty journal).
-	newestID(ctx context.Context) (int64, error)
-	// replayNext replays the next batch of a bulk replay.
-	replayNext(ctx context.Context, w replayWalk) (replayedBatch, error)
+	// replayIDs replays those of ids that are dead or done with their
+	// payload, in one write, auditing why, and returns how many.
+	replayIDs(ctx context.Context, ids []int64, reason string) (int, error)
 	// cleanupEvents deletes up to n done events last changed before
 	// before, with everything recorded about them, and returns how many.
 	cleanupEvents(ctx context.Context, before time.Time, n int) (int, error)
@@ -55,6 +57,9 @@ var (
 // whether another page follows.
 func listEvents(ctx context.Context, d dialect, f Filter) ([]Summary, int64, error) {
 	lim := f.limit()
+	if len(f.Match) > 0 {
+		return matchEvents(ctx, d, f, lim)
+	}
 	out, err := d.listPage(ctx, f, lim+1)
 	if err != nil {
 		return nil, 0, fmt.Errorf("list events: %w", err)
@@ -65,6 +70,53 @@ func listEvents(ctx context.Context, d dialect, f Filter) ([]Summary, int64, err
 		next = out[lim-1].ID
 	}
 	return out, next, nil
+}
+
+// matchPage is how many candidates a body search reads at once.
+const matchPage = 200
+
+// matchEvents lists events matching f whose bodies match f.Match: it walks
+// the candidates (every other condition of f) newest first, reading their
+// bodies a page at a time, until the page of results is full or
+// MatchWindow candidates were read. The cursor continues from the last
+// result, or, when the window ran out first, from the last candidate read.
+func matchEvents(ctx context.Context, d dialect, f Filter, lim int) ([]Summary, int64, error) {
+	var out []Summary
+	cand := f
+	cand.Match = nil
+	for scanned := 0; scanned < MatchWindow; {
+		want := min(matchPage, MatchWindow-scanned)
+		page, err := d.listPage(ctx, cand, want)
+		if err != nil {
+			return nil, 0, fmt.Errorf("search events: %w", err)
+		}
+		if len(page) == 0 {
+			return out, 0, nil
+		}
+		ids := make([]int64, len(page))
+		for i, sm := range page {
+			ids[i] = sm.ID
+		}
+		bodies, err := d.bodies(ctx, ids)
+		if err != nil {
+			return nil, 0, fmt.Errorf("search events: read bodies: %w", err)
+		}
+		for _, sm := range page {
+			scanned++
+			cand.Before = sm.ID
+			if !matchesBody(bodies[sm.ID], f.Match) {
+				continue
+			}
+			if len(out) == lim {
+				return out, out[lim-1].ID, nil
+			}
+			out = append(out, sm)
+		}
+		if len(page) < want {
+			return out, 0, nil // the candidates ran out
+		}
+	}
+	return out, cand.Before, nil // the window ran out: go on from here
 }
 
 // providersFilter is the provider set a listing is restricted to: none
@@ -182,61 +234,43 @@ func replayEvent(ctx context.Context, d dialect, id int64, reason string) error 
 // replay never holds many row locks or floods the forwarder at once.
 const replayBatch = 100
 
-// replayWalk is one batch of a bulk replay: up to limit events in status
-// (with their payload), of provider ("" for all), received at or after
-// since (zero for all), with ids in (after, ceiling], lowest ids first.
-type replayWalk struct {
-	status   Status
-	provider string
-	since    time.Time
-	after    int64
-	ceiling  int64
-	limit    int
-	reason   string
-}
-
-// replayedBatch is what one batch of a bulk replay did.
-type replayedBatch struct {
-	// picked is how many events the batch selected, last the highest id
-	// among them.
-	picked int
-	last   int64
-	// replayed is how many of them were replayed (fewer when one changed
-	// between the selection and the replay).
-	replayed int
-}
-
 // bulkReplay replays, in batches of replayBatch, up to f.Limit (0: all)
-// dead or done events matching f (Status must be dead or done; "" means
-// dead), and returns how many were replayed.
-func bulkReplay(ctx context.Context, d dialect, f Filter, reason string) (int, error) {
-	status := cmp.Or(f.Status, StatusDead)
-	if !status.replayable() {
-		return 0, fmt.Errorf("bulk replay of %s events: %w", status, ErrNotReplayable)
+// dead or done events matching every condition of f (Status must be dead
+// or done; "" means dead) whose payload is kept, and returns how many were
+// replayed; with dryRun it only counts them. It walks the matching events
+// newest first with a cursor that only goes down, so an event replayed
+// (and failing or done again) during the walk is never picked twice.
+func bulkReplay(ctx context.Context, d dialect, f Filter, reason string, dryRun bool) (int, error) {
+	f.Status = cmp.Or(f.Status, StatusDead)
+	if !f.Status.replayable() {
+		return 0, fmt.Errorf("bulk replay of %s events: %w", f.Status, ErrNotReplayable)
 	}
-	// Walk ids upwards from where the last batch stopped, up to the newest
-	// id at the start: a replayed row that fails again (or is done again)
-	// before the walk ends must not be picked twice.
-	ceiling, err := d.newestID(ctx)
-	if err != nil {
-		return 0, fmt.Errorf("bulk replay: read newest id: %w", err)
-	}
-	w := replayWalk{status: status, provider: f.Provider, since: f.Since, ceiling: ceiling, reason: reason}
-	total := 0
-	for f.Limit == 0 || total < f.Limit {
-		w.limit = replayBatch
-		if f.Limit > 0 {
-			w.limit = min(w.limit, f.Limit-total)
+	f.WithPayload, f.Before = true, 0
+	limit, total := f.Limit, 0
+	for limit == 0 || total < limit {
+		f.Limit = replayBatch
+		if limit > 0 {
+			f.Limit = min(f.Limit, limit-total)
 		}
-		b, err := d.replayNext(ctx, w)
+		page, next, err := listEvents(ctx, d, f)
 		if err != nil {
 			return total, fmt.Errorf("bulk replay: %w", err)
 		}
-		total += b.replayed
-		if b.picked < w.limit {
+		ids := make([]int64, len(page))
+		for i, sm := range page {
+			ids[i] = sm.ID
+		}
+		n := len(ids)
+		if !dryRun && n > 0 {
+			if n, err = d.replayIDs(ctx, ids, reason); err != nil {
+				return total, fmt.Errorf("bulk replay: %w", err)
+			}
+		}
+		total += n
+		if next == 0 {
 			break
 		}
-		w.after = b.last
+		f.Before = next
 	}
 	return total, nil
 }

@@ -12,16 +12,19 @@ import (
 // tests the paging, walking and looping rules that the conformance suite
 // can only see through a real store.
 type fakeDialect struct {
-	ids     []int64 // matching events, ascending
-	walks   []replayWalk
+	ids     []int64   // matching events, ascending
+	batches [][]int64 // replayIDs calls
+	filters []Filter  // listPage calls
 	target  replayTarget
+	stored  map[int64][]byte
 	events  []int // cleanupEvents results, one per call
 	cleaned []time.Time
-	failAt  int // replayNext call that fails, 1-based (0: none)
+	failAt  int // replayIDs call that fails, 1-based (0: none)
 	payload storedPayload
 }
 
 func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, error) {
+	d.filters = append(d.filters, f)
 	var out []Summary
 	for i := len(d.ids) - 1; i >= 0 && len(out) < n; i-- {
 		if f.Before == 0 || d.ids[i] < f.Before {
@@ -46,22 +49,22 @@ func (d *fakeDialect) getEvent(_ context.Context, id int64) (*Detail, storedPayl
 	return &Detail{Summary: Summary{ID: 1}}, d.payload, nil
 }
 
-func (d *fakeDialect) newestID(context.Context) (int64, error) { return d.ids[len(d.ids)-1], nil }
-
-func (d *fakeDialect) replayNext(_ context.Context, w replayWalk) (replayedBatch, error) {
-	d.walks = append(d.walks, w)
-	if len(d.walks) == d.failAt {
-		return replayedBatch{}, errors.New("boom")
+func (d *fakeDialect) replayIDs(_ context.Context, ids []int64, _ string) (int, error) {
+	d.batches = append(d.batches, ids)
+	if len(d.batches) == d.failAt {
+		return 0, errors.New("boom")
 	}
-	var b replayedBatch
-	for _, id := range d.ids {
-		if id > w.after && id <= w.ceiling && b.picked < w.limit {
-			b.picked++
-			b.last = id
+	return len(ids), nil
+}
+
+func (d *fakeDialect) bodies(_ context.Context, ids []int64) (map[int64][]byte, error) {
+	out := map[int64][]byte{}
+	for _, id := range ids {
+		if b, ok := d.stored[id]; ok {
+			out[id] = b
 		}
 	}
-	b.replayed = b.picked
-	return b, nil
+	return out, nil
 }
 
 func (d *fakeDialect) cleanupEvents(_ context.Context, before time.Time, n int) (int, error) {
@@ -123,36 +126,89 @@ func TestBulkReplayWalk(t *testing.T) {
 		events      int
 		limit       int
 		wantTotal   int
-		wantLimits  []int
-		wantAfters  []int64
+		wantSizes   []int
 		failAt      int
 		wantFailure bool
 	}{
-		{name: "all, ending on a short batch", events: 250, wantTotal: 250, wantLimits: []int{100, 100, 100}, wantAfters: []int64{0, 100, 200}},
-		{name: "all, a full last batch", events: 200, wantTotal: 200, wantLimits: []int{100, 100, 100}, wantAfters: []int64{0, 100, 200}},
-		{name: "limit", events: 250, limit: 130, wantTotal: 130, wantLimits: []int{100, 30}, wantAfters: []int64{0, 100}},
-		{name: "limit beyond", events: 20, limit: 130, wantTotal: 20, wantLimits: []int{100}, wantAfters: []int64{0}},
-		{name: "failure keeps the count", events: 250, failAt: 2, wantTotal: 100, wantLimits: []int{100, 100}, wantAfters: []int64{0, 100}, wantFailure: true},
+		{name: "all, ending on a short batch", events: 250, wantTotal: 250, wantSizes: []int{100, 100, 50}},
+		{name: "all, a full last batch", events: 200, wantTotal: 200, wantSizes: []int{100, 100}},
+		{name: "limit", events: 250, limit: 130, wantTotal: 130, wantSizes: []int{100, 30}},
+		{name: "limit beyond", events: 20, limit: 130, wantTotal: 20, wantSizes: []int{20}},
+		{name: "failure keeps the count", events: 250, failAt: 2, wantTotal: 100, wantSizes: []int{100, 100}, wantFailure: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := &fakeDialect{ids: seq(tc.events), failAt: tc.failAt}
-			n, err := bulkReplay(context.Background(), d, Filter{Provider: "p", Limit: tc.limit}, "why")
+			n, err := bulkReplay(context.Background(), d, Filter{Provider: "p", Limit: tc.limit}, "why", false)
 			if (err != nil) != tc.wantFailure || n != tc.wantTotal {
 				t.Fatalf("replayed %d, %v; want %d", n, err, tc.wantTotal)
 			}
-			if len(d.walks) != len(tc.wantLimits) {
-				t.Fatalf("%d batches, want %d: %+v", len(d.walks), len(tc.wantLimits), d.walks)
+			if len(d.batches) != len(tc.wantSizes) {
+				t.Fatalf("%d batches, want %d", len(d.batches), len(tc.wantSizes))
 			}
-			for i, w := range d.walks {
-				if w.limit != tc.wantLimits[i] || w.after != tc.wantAfters[i] || w.ceiling != int64(tc.events) ||
-					w.status != StatusDead || w.provider != "p" || w.reason != "why" {
-					t.Fatalf("batch %d: %+v", i, w)
+			seen := map[int64]bool{}
+			for i, b := range d.batches {
+				if len(b) != tc.wantSizes[i] {
+					t.Fatalf("batch %d has %d events, want %d", i, len(b), tc.wantSizes[i])
 				}
+				for _, id := range b {
+					if seen[id] {
+						t.Fatalf("event %d replayed twice", id)
+					}
+					seen[id] = true
+				}
+			}
+			for _, f := range d.filters {
+				if f.Status != StatusDead || f.Provider != "p" || !f.WithPayload {
+					t.Fatalf("listing filter %+v", f)
+				}
+			}
+			// A dry run counts the same events and replays none.
+			dry := &fakeDialect{ids: seq(tc.events)}
+			if n, err := bulkReplay(context.Background(), dry, Filter{Provider: "p", Limit: tc.limit}, "", true); err != nil || len(dry.batches) != 0 ||
+				(!tc.wantFailure && n != tc.wantTotal) {
+				t.Fatalf("dry run: %d %v, %d batches", n, err, len(dry.batches))
 			}
 		})
 	}
-	if _, err := bulkReplay(context.Background(), &fakeDialect{}, Filter{Status: StatusRetry}, "x"); !errors.Is(err, ErrNotReplayable) {
+	if _, err := bulkReplay(context.Background(), &fakeDialect{}, Filter{Status: StatusRetry}, "x", false); !errors.Is(err, ErrNotReplayable) {
 		t.Fatalf("bulk replay of retry events: %v", err)
+	}
+}
+
+// TestMatchWindow: a body search reads at most MatchWindow candidates and
+// then gives the cursor to go on from; results fill a page and give their
+// own cursor; a search that runs out of candidates gives none.
+func TestMatchWindow(t *testing.T) {
+	n := MatchWindow + 500
+	d := &fakeDialect{ids: seq(n), stored: map[int64][]byte{}}
+	for _, id := range d.ids {
+		d.stored[id] = []byte(`{"data":{"customer":"cus_other"}}`)
+	}
+	hit := int64(n - 3)
+	d.stored[hit] = []byte(`{"data":{"customer":"cus_123","n":1.50,"ok":true}}`)
+	d.stored[int64(n-5)] = []byte(`not json`)
+	m := []Match{{Pointer: "/data/customer", Value: "cus_123"}}
+	out, next, err := listEvents(context.Background(), d, Filter{Match: m, Limit: 5})
+	if err != nil || len(out) != 1 || out[0].ID != hit {
+		t.Fatalf("found %+v, %v", out, err)
+	}
+	if want := int64(n - MatchWindow + 1); next != want {
+		t.Fatalf("cursor after the window %d, want %d", next, want)
+	}
+	out, next, err = listEvents(context.Background(), d, Filter{Match: m, Limit: 5, Before: next})
+	if err != nil || len(out) != 0 || next != 0 {
+		t.Fatalf("the rest: %+v %d %v", out, next, err)
+	}
+	for _, c := range []struct {
+		m    Match
+		want bool
+	}{
+		{Match{"/data/n", "1.50"}, true}, {Match{"/data/n", "1.5"}, false},
+		{Match{"/data/ok", "true"}, true}, {Match{"/data", "x"}, false}, {Match{"/nope", ""}, false},
+	} {
+		if got := matchesBody(d.stored[hit], []Match{c.m}); got != c.want {
+			t.Errorf("%+v: %v, want %v", c.m, got, c.want)
+		}
 	}
 }
 
