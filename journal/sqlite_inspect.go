@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -117,14 +118,25 @@ SELECT content_hash, received_at, headers, body FROM whguard_conflicts WHERE eve
 	return out, err
 }
 
-// sqliteSince binds an optional lower bound on received_at: NULL when t is
-// zero (no bound), else its Unix nanoseconds.
+// sqliteSince binds an optional bound on received_at: NULL when t is
+// zero (no bound), else its Unix nanoseconds, clamped to what they can
+// hold (years 1678 to 2262): a bound beyond them is beyond every event.
 func sqliteSince(t time.Time) any {
-	if t.IsZero() {
+	switch {
+	case t.IsZero():
 		return nil
+	case t.After(maxUnixNano):
+		return int64(math.MaxInt64)
+	case t.Before(minUnixNano):
+		return int64(math.MinInt64)
 	}
 	return t.UnixNano()
 }
+
+var (
+	maxUnixNano = time.Unix(0, math.MaxInt64)
+	minUnixNano = time.Unix(0, math.MinInt64)
+)
 
 // Get returns one event with its payload, attempts and replays.
 func (s *SQLite) Get(ctx context.Context, id int64) (*Detail, error) {

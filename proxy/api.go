@@ -7,8 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.uber.org/zap"
@@ -23,6 +21,7 @@ type Inspector interface {
 	Conflicts(ctx context.Context, id int64) ([]journal.ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
+	CountReplayable(ctx context.Context, f journal.Filter) (int, error)
 }
 
 var _ Inspector = (*journal.Postgres)(nil)
@@ -80,21 +79,11 @@ var validStatus = map[journal.Status]bool{
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f := journal.Filter{Status: journal.Status(q.Get("status")), Provider: q.Get("provider")}
-	if !cleanText(f.Provider) || !cleanText(q.Get("event_id")) {
-		apiError(w, http.StatusBadRequest, "provider and event_id must be printable UTF-8")
+	f, err := queryFilter(q).filter(a.providers)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	// event_id matches exactly; a trailing * makes it a prefix.
-	if id := q.Get("event_id"); id != "" {
-		f.EventID, f.EventIDPrefix = strings.CutSuffix(id, "*")
-		f.Providers = a.providers
-	}
-	if !validStatus[f.Status] {
-		apiError(w, http.StatusBadRequest, "status must be pending, processing, done, retry or dead")
-		return
-	}
-	var err error
 	if f.Limit, err = intParam(q.Get("limit"), 1, 500); err != nil {
 		apiError(w, http.StatusBadRequest, "limit must be an integer from 1 to 500")
 		return
@@ -190,11 +179,10 @@ func (a *api) resolve(w http.ResponseWriter, r *http.Request) (int64, bool) {
 }
 
 type replayRequest struct {
-	Reason   string `json:"reason"`
-	Status   string `json:"status"`
-	Provider string `json:"provider"`
-	Since    string `json:"since"`
-	Limit    int    `json:"limit"`
+	Reason string `json:"reason"`
+	filterFields
+	Limit  int  `json:"limit"`
+	DryRun bool `json:"dry_run"`
 }
 
 func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
@@ -228,7 +216,11 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	f := journal.Filter{Status: journal.Status(req.Status), Provider: req.Provider, Limit: req.Limit}
+	f, err := req.filter(a.providers)
+	if err != nil {
+		apiError(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	if f.Status == "" {
 		f.Status = journal.StatusDead
 	}
@@ -240,13 +232,15 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "limit must not be negative")
 		return
 	}
-	if req.Since != "" {
-		t, err := time.Parse(time.RFC3339, req.Since)
+	f.Limit = req.Limit
+	if req.DryRun {
+		n, err := a.store.CountReplayable(r.Context(), f)
 		if err != nil {
-			apiError(w, http.StatusBadRequest, "since must be an RFC 3339 time")
+			a.unavailable(w, err)
 			return
 		}
-		f.Since = t
+		writeJSON(w, http.StatusOK, map[string]any{"would_replay": n})
+		return
 	}
 	n, err := a.store.BulkReplay(r.Context(), f, req.Reason)
 	if n > 0 {
@@ -258,7 +252,7 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	a.log.Info("bulk replay", zap.Int("replayed", n), zap.String("status", string(f.Status)),
-		zap.String("provider", f.Provider), zap.String("reason", req.Reason))
+		zap.String("provider", f.Provider), zap.String("type", req.Type), zap.Strings("match", req.Match), zap.String("reason", req.Reason))
 	writeJSON(w, http.StatusOK, map[string]any{"replayed": n})
 }
 
@@ -270,7 +264,7 @@ func readReplay(w http.ResponseWriter, r *http.Request) (replayRequest, bool) {
 		apiError(w, http.StatusBadRequest, "body must be JSON like {\"reason\":\"…\"}")
 		return req, false
 	}
-	if req.Reason == "" {
+	if req.Reason == "" && !req.DryRun {
 		apiError(w, http.StatusBadRequest, "reason is required: replays are audited")
 		return req, false
 	}
@@ -278,11 +272,9 @@ func readReplay(w http.ResponseWriter, r *http.Request) (replayRequest, bool) {
 		apiError(w, http.StatusBadRequest, "reason is limited to 1000 bytes")
 		return req, false
 	}
-	for _, v := range []string{req.Reason, req.Status, req.Provider, req.Since} {
-		if !cleanText(v) {
-			apiError(w, http.StatusBadRequest, "reason, status, provider and since must be UTF-8 text without control characters")
-			return req, false
-		}
+	if !cleanText(req.Reason) {
+		apiError(w, http.StatusBadRequest, "reason must be UTF-8 text without control characters")
+		return req, false
 	}
 	return req, true
 }

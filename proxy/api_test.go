@@ -439,3 +439,40 @@ func TestAPIFindsEventsByTheProvidersID(t *testing.T) {
 		}
 	})
 }
+
+// TestAPISearchAndFilteredReplay: GET /api/events and POST /api/replay take
+// the same filters (type wildcards, event id, time range, body matches);
+// a dry run counts and replays nothing; bad filters are 400.
+func TestAPISearchAndFilteredReplay(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		a := newAPIFixture(t, store, 6, 6) // e000…e005, all dead, type order.paid, body {"n":i}
+		if _, m := a.do(t, "GET", "/api/events?type=order.*&match=/n=3", "tok", ""); len(m["events"].([]any)) != 1 {
+			t.Fatalf("type and match: %v", m)
+		}
+		if _, m := a.do(t, "GET", "/api/events?type=invoice.*", "tok", ""); len(m["events"].([]any)) != 0 {
+			t.Fatalf("other type: %v", m)
+		}
+		if _, m := a.do(t, "GET", "/api/events?until=2000-01-01T00:00:00Z", "tok", ""); len(m["events"].([]any)) != 0 {
+			t.Fatalf("until: %v", m)
+		}
+		for _, bad := range []string{"?since=yesterday", "?match=n=3", "?match=/n", "?type=a%00"} {
+			if s, m := a.do(t, "GET", "/api/events"+bad, "tok", ""); s != 400 || m["error"] == nil {
+				t.Fatalf("%s: %d %v", bad, s, m)
+			}
+		}
+		s, m := a.do(t, "POST", "/api/replay", "tok", `{"dry_run":true,"match":["/n=1"],"provider":"beta"}`)
+		if s != 200 || m["would_replay"].(float64) != 1 {
+			t.Fatalf("dry run: %d %v", s, m)
+		}
+		if _, m := a.do(t, "GET", "/api/events?status=dead", "tok", ""); len(m["events"].([]any)) != 6 {
+			t.Fatalf("the dry run replayed: %v", m)
+		}
+		s, m = a.do(t, "POST", "/api/replay", "tok", `{"reason":"customer fixed","event_id":"e00*","type":"order.paid","until":"2999-01-01T00:00:00Z","limit":4}`)
+		if s != 200 || m["replayed"].(float64) != 4 {
+			t.Fatalf("filtered replay: %d %v", s, m)
+		}
+		if s, m := a.do(t, "POST", "/api/replay", "tok", `{"reason":"x","match":["nope"]}`); s != 400 {
+			t.Fatalf("bad match in replay: %d %v", s, m)
+		}
+	})
+}

@@ -106,6 +106,21 @@ func TestInspectorInBrowser(t *testing.T) {
 		t.Fatalf("login: %v", err)
 	}
 	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
+	// Search by a value in the body: only the event whose body has n = 2.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("fMatch"), "/n=2"),
+		chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`)),
+	); err != nil {
+		t.Fatalf("search: %v", err)
+	}
+	waitJS("one match", `document.querySelectorAll("tr.row").length === 1 && document.querySelector("tr.row").dataset.id === "`+fmt.Sprint(a.events["e002"])+`"`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("fMatch").value = "", true`)); err != nil {
+		t.Fatalf("clear search: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`))); err != nil {
+		t.Fatalf("clear search: %v", err)
+	}
+	waitJS("three rows again", `document.querySelectorAll("tr.row").length === 3`)
 	if row := text(fmt.Sprintf(`tr.row[data-id="%d"]`, held)); !strings.Contains(row, "held: no_backend") {
 		t.Fatalf("held event's row %q does not say it is held", row)
 	}

@@ -44,11 +44,14 @@ func (c cliConfig) baseURL() string {
 }
 
 const eventsUsage = `usage:
-  whguard events list   [-status S] [-provider P] [-limit N] [-before ID] [-json]
+  whguard events list   [-status S] [-provider P] [FILTERS] [-limit N] [-before ID] [-json]
   whguard events show      ID [-provider P]
   whguard events conflicts ID [-provider P]
   whguard events replay    ID [-provider P] -reason WHY
-  whguard events replay -all [-status dead|done] [-provider P] [-since RFC3339] [-limit N] -reason WHY
+  whguard events replay -all [-status dead|done] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
+
+FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC3339
+         -match /json/pointer=value (repeatable; searches the bodies of recent events)
 
 ID is the journal's row id or the provider's event id (evt_…, a webhook-id);
 -provider says whose when several providers used that id.
@@ -163,11 +166,46 @@ func (c *apiClient) call(method, path string, body any, out any) error {
 	return json.Unmarshal(b, out)
 }
 
+// searchFlags are the event filters of `events list` and `events replay
+// -all`, under the API's names.
+type searchFlags struct {
+	eventID, typ, since, until string
+	match                      multiFlag
+}
+
+func (sf *searchFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&sf.eventID, "event-id", "", "the provider's event id (a trailing * for a prefix)")
+	fs.StringVar(&sf.typ, "type", "", "event types, comma-separated, * wildcards (invoice.*)")
+	fs.StringVar(&sf.since, "since", "", "received at or after (RFC 3339)")
+	fs.StringVar(&sf.until, "until", "", "received before (RFC 3339)")
+	fs.Var(&sf.match, "match", "JSON-Pointer=value in the body (repeatable), e.g. /data/object/customer=cus_123")
+}
+
+// set adds the filters to an API request (query values or JSON fields).
+func (sf *searchFlags) set(put func(k string, v any)) {
+	for k, v := range map[string]string{"event_id": sf.eventID, "type": sf.typ, "since": sf.since, "until": sf.until} {
+		if v != "" {
+			put(k, v)
+		}
+	}
+	if len(sf.match) > 0 {
+		put("match", []string(sf.match))
+	}
+}
+
+// multiFlag is a repeatable string flag.
+type multiFlag []string
+
+func (m *multiFlag) String() string     { return strings.Join(*m, " ") }
+func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
+
 func (c *apiClient) list(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	status := fs.String("status", "", "pending, processing, done, retry or dead")
 	provider := fs.String("provider", "", "provider name")
+	var search searchFlags
+	search.register(fs)
 	limit := fs.Int("limit", 50, "at most this many (1-500)")
 	before := fs.Int64("before", 0, "only ids below this (paging)")
 	asJSON := fs.Bool("json", false, "print the API's JSON")
@@ -180,6 +218,13 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 			q.Set(k, v)
 		}
 	}
+	search.set(func(k string, v any) {
+		if vs, ok := v.([]string); ok {
+			q[k] = vs
+			return
+		}
+		q.Set(k, v.(string))
+	})
 	q.Set("limit", strconv.Itoa(*limit))
 	if *before > 0 {
 		q.Set("before", strconv.FormatInt(*before, 10))
@@ -281,8 +326,10 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 	all := fs.Bool("all", false, "bulk replay every matching event")
 	status := fs.String("status", "dead", "with -all: dead or done")
 	provider := fs.String("provider", "", "with -all: only this provider")
-	since := fs.String("since", "", "with -all: only events received since (RFC 3339)")
+	var search searchFlags
+	search.register(fs)
 	limit := fs.Int("limit", 0, "with -all: at most this many (0: all)")
+	dryRun := fs.Bool("dry-run", false, "with -all: count what would be replayed, replay nothing")
 	// Accept the id before or after the flags.
 	var id string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -294,17 +341,23 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 	if id == "" && fs.NArg() == 1 {
 		id = fs.Arg(0)
 	}
-	if *reason == "" {
+	if *reason == "" && !*dryRun {
 		return usageError("-reason is required: replays are audited")
 	}
 	switch {
 	case *all && id == "":
 		var resp struct {
-			Replayed int `json:"replayed"`
+			Replayed    int `json:"replayed"`
+			WouldReplay int `json:"would_replay"`
 		}
-		body := map[string]any{"status": *status, "provider": *provider, "since": *since, "limit": *limit, "reason": *reason}
+		body := map[string]any{"status": *status, "provider": *provider, "limit": *limit, "reason": *reason, "dry_run": *dryRun}
+		search.set(func(k string, v any) { body[k] = v })
 		if err := c.call(http.MethodPost, "/api/replay", body, &resp); err != nil {
 			return err
+		}
+		if *dryRun {
+			fmt.Fprintf(w, "would replay %d events\n", resp.WouldReplay)
+			break
 		}
 		fmt.Fprintf(w, "replayed %d events\n", resp.Replayed)
 	case !*all && id != "":

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -98,5 +99,51 @@ func TestEventsShowByProvidersID(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := run([]string{"events", "conflicts", "evt_1Abc"}, env, &out, &errb); code != 0 || !strings.Contains(out.String(), `{\"v\":\"second\"}`) {
 		t.Fatalf("conflicts: %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// TestEventsSearchAndDryRun: `whguard events list` takes the search filters
+// and `whguard events replay -all -dry-run` counts without replaying.
+func TestEventsSearchAndDryRun(t *testing.T) {
+	ctx := context.Background()
+	j := testdb.OpenStore(t, "sqlite", true)
+	var evs []journal.Event
+	for i, c := range []struct{ typ, customer string }{{"invoice.paid", "cus_123"}, {"invoice.paid", "cus_9"}, {"customer.updated", "cus_123"}} {
+		evs = append(evs, journal.Event{Provider: "stripe", EventID: fmt.Sprintf("evt_%d", i), EventType: c.typ, ContentHash: "h",
+			Body: []byte(`{"data":{"object":{"customer":"` + c.customer + `"}}}`), Path: "/", Headers: http.Header{}})
+	}
+	if _, err := j.Append(ctx, evs); err != nil {
+		t.Fatal(err)
+	}
+	ds, err := j.Lease(ctx, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fs []journal.Finish
+	for _, d := range ds {
+		fs = append(fs, journal.Finish{ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.StatusDead, Attempt: journal.Attempt{Number: 1, StartedAt: time.Now()}})
+	}
+	if _, err := j.Complete(ctx, fs); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok", API: proxy.NewAPI(proxy.APIConfig{Store: j}),
+	}))
+	defer srv.Close()
+	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
+	var out, errb bytes.Buffer
+	if code := run([]string{"events", "list", "-type", "invoice.*", "-match", "/data/object/customer=cus_123"}, env, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "evt_0") || strings.Contains(out.String(), "evt_1") || strings.Contains(out.String(), "evt_2") {
+		t.Fatalf("list: %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"events", "replay", "-all", "-dry-run", "-match", "/data/object/customer=cus_123"}, env, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "would replay 2 events") {
+		t.Fatalf("dry run: %d\n%s%s", code, out.String(), errb.String())
+	}
+	out.Reset()
+	if code := run([]string{"events", "replay", "-all", "-type", "customer.*", "-reason", "fixed"}, env, &out, &errb); code != 0 ||
+		!strings.Contains(out.String(), "replayed 1 events") {
+		t.Fatalf("replay: %d\n%s%s", code, out.String(), errb.String())
 	}
 }
