@@ -87,11 +87,14 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// guardOf is the body_guard value of an event: its content hash when the
-// event is body-guarded, else nothing (NULL).
+// guardOf is the body_guard value of an event: its type and content hash
+// when the event is body-guarded, else nothing (NULL). The type is part of
+// it because senders send one body under several types (Shopify's
+// orders/create and orders/paid carry the same order): those are distinct
+// events, not replays.
 func guardOf(e *Event) string {
 	if e.BodyGuard {
-		return e.ContentHash
+		return e.EventType + "\x1f" + e.ContentHash // a type never holds a control character
 	}
 	return ""
 }
@@ -99,3 +102,8 @@ func guardOf(e *Event) string {
 // recordsCopy reports the outcomes whose payload is recorded beside the
 // first event's: conflicts and replays.
 func recordsCopy(o Outcome) bool { return o == Conflict || o == Replayed }
+
+// maxCopies bounds the conflicting copies kept per event: the first ones
+// show what went wrong; more would let a sender resending one body fill
+// the disk.
+const maxCopies = 10

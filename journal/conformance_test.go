@@ -1038,6 +1038,13 @@ func testBodyGuardCatchesReplays(t *testing.T, s journal.Store) {
 	if r := appendOne(t, s, ev("gh", "delivery-4", "H")); r.Outcome != journal.Inserted {
 		t.Fatalf("unguarded: %v", r.Outcome)
 	}
+	// One body under another type is another event (Shopify sends an
+	// order under orders/create and orders/paid).
+	other := guarded("gh", "delivery-5", "H")
+	other.EventType = "orders/paid"
+	if r := appendOne(t, s, other); r.Outcome != journal.Inserted {
+		t.Fatalf("same body, another type: %v", r.Outcome)
+	}
 	if r := appendOne(t, s, guarded("other", "delivery-2", "H")); r.Outcome != journal.Inserted {
 		t.Fatalf("another provider: %v", r.Outcome)
 	}
@@ -1052,8 +1059,17 @@ func testBodyGuardCatchesReplays(t *testing.T, s journal.Store) {
 	if err != nil || len(cs) != 1 || cs[0].Headers.Get("Webhook-Id") != "delivery-2" {
 		t.Fatalf("recorded copies: %+v %v", cs, err)
 	}
-	if n := count(t, s, journal.Filter{Provider: "gh"}); n != 3 {
-		t.Fatalf("%d gh events, want 3", n)
+	if n := count(t, s, journal.Filter{Provider: "gh"}); n != 4 {
+		t.Fatalf("%d gh events, want 4", n)
+	}
+	// Copies are kept up to a bound, however often one body comes back.
+	for i := range 15 {
+		if r := appendOne(t, s, guarded("gh", fmt.Sprintf("again-%d", i), "H")); r.Outcome != journal.Replayed {
+			t.Fatalf("copy %d: %v", i, r.Outcome)
+		}
+	}
+	if cs, err := s.Conflicts(ctx, first.ID); err != nil || len(cs) != 10 {
+		t.Fatalf("%d copies kept (%v), want the first 10", len(cs), err)
 	}
 }
 

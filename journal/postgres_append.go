@@ -119,41 +119,34 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 			lookProv, lookID = append(lookProv, providers[i]), append(lookID, ids[i])
 		}
 	}
+	// The batch is committed: a failure from here on must not fail it (its
+	// new events would be answered 503), only the events it concerns,
+	// which are answered as not stored (Unrecorded) and retried by their
+	// senders.
+	unresolved := map[int]bool{}
 	if len(lookProv) > 0 {
-		found := map[[2]string]existingRow{}
-		rows, err := p.ingest.Query(ctx, sqlExistingByKey, lookProv, lookID)
+		found, err := p.existingByKey(ctx, lookProv, lookID)
 		if err != nil {
-			return nil, fmt.Errorf("look up existing events: %w", err)
-		}
-		var (
-			rowID      int64
-			prov, evID string
-			hash       string
-		)
-		_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
-			found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("look up existing events: %w", err)
+			p.log.Warn("look up existing events failed", zap.Error(err))
 		}
 		for i, r := range refs {
 			if r.id != 0 {
 				continue
 			}
 			f, ok := found[[2]string{providers[i], ids[i]}]
-			if !ok && guards[i] != "" {
+			if !ok && err == nil && guards[i] != "" {
 				// Not the key: the body guard refused it (a replay).
-				err := p.ingest.QueryRow(ctx, sqlExistingByGuard, providers[i], guards[i]).Scan(&f.id, &f.hash)
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return nil, fmt.Errorf("look up existing events: %w", err)
+				gerr := p.ingest.QueryRow(ctx, sqlExistingByGuard, providers[i], guards[i]).Scan(&f.id, &f.hash)
+				if gerr != nil && !errors.Is(gerr, pgx.ErrNoRows) {
+					p.log.Warn("look up the event a copy repeats failed", zap.Error(gerr))
 				}
-				f.replayOf, ok = err == nil, err == nil
+				f.replayOf, ok = gerr == nil, gerr == nil
 			}
 			if !ok {
-				// Deleted between the two statements (retention): fail the
-				// batch; senders retry.
-				return nil, fmt.Errorf("event %s/%s neither inserted nor found", providers[i], ids[i])
+				// Deleted between the two statements (retention), or the
+				// look-up failed.
+				unresolved[i] = true
+				continue
 			}
 			refs[i] = f
 		}
@@ -161,6 +154,12 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 
 	results := make([]Result, len(events))
 	for i, e := range entries {
+		if unresolved[i] {
+			for _, j := range e.indexes {
+				results[j] = Result{Outcome: Unrecorded}
+			}
+			continue
+		}
 		e.judge(results, events, refs[i], isNew[i])
 	}
 	// Record every conflicting payload for inspection (rare). The batch
@@ -173,7 +172,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		}
 		h, err := marshalHeaders(events[i].Headers)
 		if err == nil {
-			_, err = p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body))
+			_, err = p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body), maxCopies)
 		}
 		if err != nil {
 			p.log.Warn("record conflicting copy failed", zap.String("provider", events[i].Provider), zap.Error(err))
@@ -181,6 +180,28 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		}
 	}
 	return results, nil
+}
+
+// existingByKey reads the stored id and content hash of keys.
+func (p *Postgres) existingByKey(ctx context.Context, provs, ids []string) (map[[2]string]existingRow, error) {
+	found := map[[2]string]existingRow{}
+	rows, err := p.ingest.Query(ctx, sqlExistingByKey, provs, ids)
+	if err != nil {
+		return nil, fmt.Errorf("look up existing events: %w", err)
+	}
+	var (
+		rowID      int64
+		prov, evID string
+		hash       string
+	)
+	_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
+		found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("look up existing events: %w", err)
+	}
+	return found, nil
 }
 
 // appendOneByOne appends each event in its own statement (an event whose
@@ -191,7 +212,13 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 	for i := range events {
 		r, err := p.Append(ctx, events[i:i+1])
 		if err != nil {
-			return nil, err
+			if i == 0 {
+				return nil, err // nothing committed yet
+			}
+			// The ones before are committed: only this one is not.
+			p.log.Warn("append one event failed", zap.String("provider", events[i].Provider), zap.Error(err))
+			out[i] = Result{Outcome: Unrecorded}
+			continue
 		}
 		out[i] = r[0]
 	}
@@ -246,5 +273,10 @@ JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event
 const sqlExistingByGuard = `
 SELECT id, content_hash FROM whguard_events WHERE provider = $1 AND body_guard = $2`
 
+// sqlInsertConflict records a copy, unless maxCopies are already kept for
+// the event (a captured body resent again and again must not fill the
+// disk).
 const sqlInsertConflict = `
-INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body) VALUES ($1, $2, $3, $4)`
+INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body)
+SELECT $1, $2, $3, $4
+WHERE (SELECT count(*) FROM whguard_conflicts WHERE event_row_id = $1) < $5`

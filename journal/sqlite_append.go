@@ -70,8 +70,9 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			if err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body, received_at) VALUES (?, ?, ?, ?, ?)`,
-				results[i].ID, events[i].ContentHash, string(h), nonNil(events[i].Body), now); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body, received_at)
+				SELECT ?, ?, ?, ?, ? WHERE (SELECT count(*) FROM whguard_conflicts WHERE event_row_id = ?) < ?`,
+				results[i].ID, events[i].ContentHash, string(h), nonNil(events[i].Body), now, results[i].ID, maxCopies); err != nil {
 				return fmt.Errorf("record conflict: %w", err)
 			}
 		}
