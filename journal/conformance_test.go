@@ -913,6 +913,9 @@ func testHoldSpendsNoAttempt(t *testing.T, s journal.Store) {
 	if again[0].Attempt != 1 || again[0].BudgetAttempt != 1 {
 		t.Fatalf("after the hold: attempt %d (budget %d), want 1", again[0].Attempt, again[0].BudgetAttempt)
 	}
+	if got := get(t, s, id); got.Held != "" {
+		t.Fatalf("leased again, still shown held: %q", got.Held)
+	}
 	if _, err := s.Complete(ctx, []journal.Finish{finish(again[0], journal.StatusDone, 200)}); err != nil {
 		t.Fatal(err)
 	}

@@ -116,6 +116,7 @@ WITH leased AS (
     SET status = 'processing',
         attempts = ev.attempts + 1,
         lease_token = gen_random_uuid(),
+        hold_reason = '',
         lease_expires_at = now() + make_interval(secs => $2),
         updated_at = now()
     WHERE ev.id = ANY (ARRAY(
@@ -176,6 +177,7 @@ const sqlReap = `
 UPDATE whguard_events
 SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END,
     last_error = 'lease expired: the worker stopped or overran its lease',
+    hold_reason = '',
     next_attempt_at = now(),
     lease_token = NULL,
     lease_expires_at = NULL,

@@ -145,7 +145,7 @@ func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) 
 const (
 	sqliteLease = `
 UPDATE whguard_events
-SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16),
+SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16), hold_reason = '',
     lease_expires_at = ?, updated_at = ?
 WHERE id IN (
     SELECT id FROM whguard_events
@@ -172,7 +172,7 @@ WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	sqliteReap = `
 UPDATE whguard_events
 SET status = CASE WHEN attempts - budget_base >= ? THEN 'dead' ELSE 'retry' END,
-    last_error = 'lease expired: the worker stopped or overran its lease',
+    last_error = 'lease expired: the worker stopped or overran its lease', hold_reason = '',
     next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
 WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
 )

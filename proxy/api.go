@@ -95,6 +95,11 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	}
 	f.Before = int64(before)
 	events, next, err := a.store.List(r.Context(), f)
+	if err == nil && len(events) == 0 && f.Providers != nil && f.Before == 0 {
+		// Not among the configured providers: perhaps one removed since.
+		f.Providers = nil
+		events, next, err = a.store.List(r.Context(), f)
+	}
 	if err != nil {
 		a.unavailable(w, err)
 		return
@@ -146,36 +151,54 @@ func (a *api) conflicts(w http.ResponseWriter, r *http.Request) {
 // resolve reads the {id} of a path: the journal's row id (a positive
 // integer), or the provider's event id (evt_…, a webhook-id, a delivery
 // GUID). With ?provider=, {id} is always the provider's event id of that
-// provider. An event id that several providers used answers 409, asking
-// for ?provider=.
+// provider; with ?row=true always a row id. An event id that several
+// providers used, or a number that is both a row id and another event's
+// id, answers 409 saying which parameter to add.
 func (a *api) resolve(w http.ResponseWriter, r *http.Request) (int64, bool) {
-	raw, provider := r.PathValue("id"), r.URL.Query().Get("provider")
-	if provider == "" {
-		if id, err := strconv.ParseInt(raw, 10, 64); err == nil {
-			if id <= 0 {
-				apiError(w, http.StatusBadRequest, "event id must be a positive integer or a provider's event id")
-				return 0, false
-			}
-			return id, true
-		}
-	}
+	q := r.URL.Query()
+	raw, provider := r.PathValue("id"), q.Get("provider")
 	if raw == "" || len(raw) > 512 || !cleanText(raw) || !cleanText(provider) {
 		apiError(w, http.StatusBadRequest, "event id must be a positive integer or a provider's event id")
 		return 0, false
 	}
-	evs, _, err := a.store.List(r.Context(), journal.Filter{EventID: raw, Provider: provider, Providers: a.providers, Limit: 2})
-	switch {
-	case err != nil:
+	rowID, err := strconv.ParseInt(raw, 10, 64)
+	isRow := err == nil && rowID > 0 && provider == ""
+	if isRow && q.Get("row") == "true" {
+		return rowID, true
+	}
+	evs, err := a.byEventID(r.Context(), raw, provider)
+	if err != nil {
 		a.unavailable(w, err)
 		return 0, false
-	case len(evs) == 0:
-		apiError(w, http.StatusNotFound, "no such event")
-		return 0, false
+	}
+	switch {
 	case len(evs) > 1:
 		apiError(w, http.StatusConflict, "several providers have an event with this id: add ?provider=")
 		return 0, false
+	case isRow && len(evs) == 1 && evs[0].ID != rowID:
+		apiError(w, http.StatusConflict, "this number is both a row id and the event id of another event: add ?row=true for the row, or ?provider= for the event")
+		return 0, false
+	case isRow:
+		return rowID, true
+	case len(evs) == 0:
+		apiError(w, http.StatusNotFound, "no such event")
+		return 0, false
 	}
 	return evs[0].ID, true
+}
+
+// byEventID finds the events with a provider's event id (at most two: one
+// more than an unambiguous answer needs), among the configured providers
+// first (through the unique key), then among all, for events of providers
+// removed since (those waiting as held are what an operator looks for).
+func (a *api) byEventID(ctx context.Context, id, provider string) ([]journal.Summary, error) {
+	f := journal.Filter{EventID: id, Provider: provider, Providers: a.providers, Limit: 2}
+	evs, _, err := a.store.List(ctx, f)
+	if err == nil && len(evs) == 0 && provider == "" && len(a.providers) > 0 {
+		f.Providers = nil
+		evs, _, err = a.store.List(ctx, f)
+	}
+	return evs, err
 }
 
 type replayRequest struct {

@@ -476,3 +476,48 @@ func TestAPISearchAndFilteredReplay(t *testing.T) {
 		}
 	})
 }
+
+// TestAPIResolvesAmbiguousAndRemovedIDs: a number that is both a row id
+// and another event's provider id is not silently taken as the row (409,
+// ?row=true or ?provider= decide), and an event of a provider no longer
+// configured is still found by its id.
+func TestAPIResolvesAmbiguousAndRemovedIDs(t *testing.T) {
+	j := testdb.OpenStore(t, "sqlite", true)
+	ctx := context.Background()
+	mk := func(provider, id string) journal.Event {
+		return journal.Event{Provider: provider, EventID: id, ContentHash: "h", Body: []byte("{}"), Path: "/", Headers: http.Header{}}
+	}
+	var res []journal.Result
+	for _, e := range []journal.Event{mk("discord", "x1"), mk("discord", "1"), mk("gone", "evt_old")} {
+		r, err := j.Append(ctx, []journal.Event{e}) // one at a time: rows 1, 2, 3 in this order
+		if err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, r[0])
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"discord"}}),
+	}))
+	defer srv.Close()
+	a := &apiFixture{srv: srv, j: j}
+	// Row 1 is discord/x1; discord's event "1" is row 2.
+	if s, m := a.do(t, "GET", "/api/events/1", "tok", ""); s != 409 {
+		t.Fatalf("ambiguous number: %d %v", s, m)
+	}
+	if s, m := a.do(t, "GET", "/api/events/1?row=true", "tok", ""); s != 200 || m["event_id"] != "x1" {
+		t.Fatalf("?row=true: %d %v", s, m)
+	}
+	if s, m := a.do(t, "GET", "/api/events/1?provider=discord", "tok", ""); s != 200 || m["id"].(float64) != float64(res[1].ID) {
+		t.Fatalf("?provider=: %d %v", s, m)
+	}
+	if s, m := a.do(t, "GET", "/api/events/3", "tok", ""); s != 200 || m["event_id"] != "evt_old" {
+		t.Fatalf("plain row id: %d %v", s, m)
+	}
+	if s, m := a.do(t, "GET", "/api/events/evt_old", "tok", ""); s != 200 || m["provider"] != "gone" {
+		t.Fatalf("removed provider's event: %d %v", s, m)
+	}
+	if _, m := a.do(t, "GET", "/api/events?event_id=evt_old", "tok", ""); len(m["events"].([]any)) != 1 {
+		t.Fatalf("listing a removed provider's event: %v", m)
+	}
+}

@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -64,9 +65,17 @@ func FuzzIngress(f *testing.F) {
 			t.Fatalf("status %d with Content-Type %q", rec.Code, ct)
 		}
 		if rec.Code/100 == 2 {
-			evs, _, err := j.List(context.Background(), journal.Filter{Limit: 500})
-			if err != nil || len(evs) == 0 {
-				t.Fatalf("%d answered with nothing in the journal (%v)", rec.Code, err)
+			// The answer names the event: it must be in the journal.
+			var ack struct {
+				Provider string `json:"provider"`
+				EventID  string `json:"event_id"`
+			}
+			if err := json.Unmarshal(rec.Body.Bytes(), &ack); err != nil || ack.EventID == "" {
+				t.Fatalf("%d with a body that names no event: %s", rec.Code, rec.Body)
+			}
+			evs, _, err := j.List(context.Background(), journal.Filter{Provider: ack.Provider, EventID: ack.EventID, Limit: 1})
+			if err != nil || len(evs) != 1 {
+				t.Fatalf("%d for %s/%s, which is not in the journal (%v)", rec.Code, ack.Provider, ack.EventID, err)
 			}
 		}
 	})

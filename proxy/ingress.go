@@ -394,7 +394,7 @@ func readLimited(r *http.Request, limit int64) ([]byte, *[]byte, error) {
 		n++
 	}
 	buf := getBody(r.ContentLength)
-	b, err := readAllInto((*buf)[:0], io.LimitReader(r.Body, n))
+	b, err := readAllInto((*buf)[:0], io.LimitReader(r.Body, n), n)
 	*buf = b
 	if err != nil {
 		putBody(buf)
@@ -437,11 +437,19 @@ func putBody(buf *[]byte) {
 	bodyBuffers.Put(buf)
 }
 
-// readAllInto is io.ReadAll appending to b.
-func readAllInto(b []byte, r io.Reader) ([]byte, error) {
+// readAllInto is io.ReadAll appending to b, never growing b's capacity
+// past maxCap (what the body budget reserved: a body of undeclared length
+// must not take more than that while it is read).
+func readAllInto(b []byte, r io.Reader, maxCap int64) ([]byte, error) {
 	for {
 		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)] // grow (a body longer than declared)
+			grown := min(max(int64(cap(b))*2, 512), maxCap)
+			if grown <= int64(cap(b)) {
+				grown = int64(cap(b)) + 1 // at the cap: one more byte tells an oversize body
+			}
+			nb := make([]byte, len(b), grown)
+			copy(nb, b)
+			b = nb
 		}
 		n, err := r.Read(b[len(b):cap(b)])
 		b = b[:len(b)+n]

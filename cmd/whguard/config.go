@@ -400,12 +400,15 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	if p.env.MaxBodyBytes < 0 || p.env.MaxBodyBytes > maxBodyLimit {
 		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, p.env.MaxBodyBytes)
 	}
+	limitVar := p.prefix + "MAX_BODY_BYTES"
 	if p.env.MaxBodyBytes <= 0 {
-		p.env.MaxBodyBytes = c.MaxBodyBytes
+		p.env.MaxBodyBytes, limitVar = c.MaxBodyBytes, "WHGUARD_MAX_BODY_BYTES"
 	}
-	if p.env.MaxBodyBytes > c.MaxBufferedBytes && c.MaxBufferedBytes > 0 {
-		ps.addf(p.prefix+"MAX_BODY_BYTES", "%d is above WHGUARD_MAX_BUFFERED_BYTES (%d): such a body could never be read; raise the budget or lower the limit",
-			p.env.MaxBodyBytes, c.MaxBufferedBytes)
+	// Large bodies may hold three quarters of the buffering budget (the
+	// rest stays for small ones): a larger limit could never be honoured.
+	if share := c.MaxBufferedBytes * 3 / 4; p.env.MaxBodyBytes > share && c.MaxBufferedBytes > 0 && !ps.failed(limitVar) {
+		ps.addf(limitVar, "%d is above three quarters of WHGUARD_MAX_BUFFERED_BYTES (%d), the most one body may hold while it is read; raise the budget to at least %d or lower the limit",
+			p.env.MaxBodyBytes, share, p.env.MaxBodyBytes*4/3+1)
 	}
 	switch {
 	case p.env.BackendURL != "":
@@ -575,7 +578,9 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 func checkURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an http(s) URL", s)
+		// The value is not shown: a backend URL may carry a password or
+		// a token in its query.
+		return errors.New("is not an http(s) URL (expected http://host[:port][/path][?query])")
 	}
 	return nil
 }

@@ -508,7 +508,22 @@ func TestBodyLimitsAndPathsRefused(t *testing.T) {
 			t.Errorf("%v: %v; want %s and %q", c.env, err, c.key, c.hint)
 		}
 	}
-	if _, _, err := loadConfig(append(append([]string{}, base...), "WHGUARD_MAX_BODY_BYTES=67108864")); err != nil {
-		t.Fatalf("64 MiB refused: %v", err)
+	if _, _, err := loadConfig(append(append([]string{}, base...), "WHGUARD_MAX_BODY_BYTES=67108864", "WHGUARD_MAX_BUFFERED_BYTES=100000000")); err != nil {
+		t.Fatalf("64 MiB with a budget for it refused: %v", err)
+	}
+	if _, _, err := loadConfig(append(append([]string{}, base...), "WHGUARD_MAX_BODY_BYTES=67108864")); err == nil ||
+		!strings.Contains(err.Error(), "WHGUARD_MAX_BODY_BYTES: 67108864 is above three quarters of WHGUARD_MAX_BUFFERED_BYTES") {
+		t.Fatalf("64 MiB with the default 64 MiB budget: %v", err)
+	}
+}
+
+// TestBadBackendURLIsNotEchoed: a backend URL may carry a password or a
+// token; the error names the variable and says what is expected, never
+// the value.
+func TestBadBackendURLIsNotEchoed(t *testing.T) {
+	_, _, err := loadConfig([]string{"WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s",
+		"WHGUARD_BACKEND_URL=ftp://user:hunter2@app/?token=s3cret"})
+	if err == nil || !strings.Contains(err.Error(), "WHGUARD_BACKEND_URL: ") || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cret") {
+		t.Fatalf("%v", err)
 	}
 }

@@ -45,8 +45,8 @@ func (c cliConfig) baseURL() string {
 
 const eventsUsage = `usage:
   whguard events list   [-status S] [-provider P] [FILTERS] [-limit N] [-before ID] [-json]
-  whguard events show      ID [-provider P]
-  whguard events conflicts ID [-provider P]
+  whguard events show      ID [-provider P | -row]
+  whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
 
@@ -54,7 +54,8 @@ FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC
          -match /json/pointer=value (repeatable; searches the bodies of recent events)
 
 ID is the journal's row id or the provider's event id (evt_…, a webhook-id);
--provider says whose when several providers used that id.
+-provider says whose when several providers used that id; -row that a
+number is the row id when it is also some provider's event id.
 
 Talks to the admin API at WHGUARD_ADMIN_URL (default: derived from
 WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
@@ -261,20 +262,29 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 }
 
 // eventPath is the API path of one event: id is the journal's row id or
-// the provider's event id (evt_…); provider, when set, says whose.
+// the provider's event id (evt_…); provider, when set, says whose, and
+// "row" that a number is the row id.
 func eventPath(id, provider, suffix string) string {
 	p := "/api/events/" + url.PathEscape(id) + suffix
-	if provider != "" {
+	switch provider {
+	case "":
+	case rowProvider:
+		p += "?row=true"
+	default:
 		p += "?provider=" + url.QueryEscape(provider)
 	}
 	return p
 }
+
+// rowProvider, given as -provider, says the id is the journal's row id.
+const rowProvider = "-row"
 
 // showArgs parses `ID [-provider P]`, the id before or after the flag.
 func showArgs(name string, args []string) (id, provider string, err error) {
 	fs := flag.NewFlagSet("events "+name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	prov := fs.String("provider", "", "the provider whose event id ID is")
+	row := fs.Bool("row", false, "ID is the journal's row id (when a provider's id is also a number)")
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		id, args = args[0], args[1:]
 	}
@@ -285,6 +295,9 @@ func showArgs(name string, args []string) (id, provider string, err error) {
 		id = fs.Arg(0)
 	} else if fs.NArg() > 0 {
 		id = ""
+	}
+	if *row {
+		*prov = rowProvider
 	}
 	if id == "" {
 		return "", "", usageError(name + " takes one event id (the journal's, or the provider's such as evt_…)\n" + eventsUsage)

@@ -36,6 +36,9 @@ type Config struct {
 	// cancelling it interrupts the flushes running and fails the next
 	// ones (a shutdown past its deadline). Nil means none.
 	Context context.Context
+	// MinBudget is the least time a call must have left when its flush
+	// starts, or it is failed unwritten; 0 means 250 ms.
+	MinBudget time.Duration
 	// Linger, when set, makes every flush wait that long for more calls
 	// unless MaxBatch items are already queued: larger batches for calls
 	// whose latency does not matter (a lone call then waits Linger).
@@ -51,6 +54,8 @@ type Group[T, R any] struct {
 	onFlush  func(items int, took time.Duration, err error)
 	linger   time.Duration
 	base     context.Context
+	// minBudget: see Config.MinBudget.
+	minBudget time.Duration
 
 	mu       sync.Mutex
 	queue    []*call[T, R]
@@ -72,13 +77,14 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 		cfg.Context = context.Background()
 	}
 	return &Group[T, R]{
-		flush:    flush,
-		maxBatch: cmp.Or(cfg.MaxBatch, 100),
-		maxIn:    cmp.Or(cfg.MaxInFlight, 1),
-		timeout:  cmp.Or(cfg.Timeout, 10*time.Second),
-		onFlush:  cfg.OnFlush,
-		linger:   cfg.Linger,
-		base:     cfg.Context,
+		flush:     flush,
+		maxBatch:  cmp.Or(cfg.MaxBatch, 100),
+		maxIn:     cmp.Or(cfg.MaxInFlight, 1),
+		timeout:   cmp.Or(cfg.Timeout, 10*time.Second),
+		onFlush:   cfg.OnFlush,
+		linger:    cfg.Linger,
+		base:      cfg.Context,
+		minBudget: cmp.Or(cfg.MinBudget, 250*time.Millisecond),
 	}
 }
 
@@ -133,15 +139,18 @@ func (g *Group[T, R]) run() {
 		g.queue = g.queue[n:]
 		g.mu.Unlock()
 
-		// Calls already past their deadline are failed unwritten; the
-		// flush ends by the earliest deadline of the rest.
+		// Calls with less than MinBudget left are failed unwritten; the
+		// flush ends by the earliest deadline of the rest. (Without the
+		// floor, the oldest call of a batch, which already waited for the
+		// previous flush, would cut every batch short once commits slow
+		// down: a partial outage out of a slow journal.)
 		start := time.Now()
 		deadline := start.Add(g.timeout)
 		live := batch[:0]
 		for _, c := range batch {
 			switch {
 			case c.deadline.IsZero():
-			case !c.deadline.After(start):
+			case c.deadline.Sub(start) < g.minBudget:
 				c.err = context.DeadlineExceeded
 				close(c.done)
 				continue
