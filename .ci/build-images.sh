@@ -24,7 +24,8 @@ if [ -z "$go_image" ]; then
   else
     goroot=$(go env GOROOT)
     gover=$(go env GOVERSION)
-    go_image=localhost/whguard-go-standin:$gover
+    # Bump the revision when the stand-in's contents change.
+    go_image=localhost/whguard-go-standin:$gover-r2
     if ! podman image exists "$go_image"; then
       echo "build-images: making $go_image from $goroot (no golang image in local storage)" >&2
       stage=$(mktemp -d /tmp/whguard-go-standin.XXXXXX)
@@ -38,6 +39,10 @@ if [ -z "$go_image" ]; then
         mkdir -p "$stage$(dirname "$lib")"; cp -L "$lib" "$stage$lib"
       done
       cp -L /etc/ssl/certs/ca-certificates.crt "$stage/etc/ssl/certs/"
+      # A root user with HOME=/root, as in the golang image (Go's build
+      # cache is $HOME/.cache/go-build, where the host's is mounted).
+      printf 'root:x:0:0:root:/root:/bin/sh\n' > "$stage/etc/passwd"
+      printf 'root:x:0:\n' > "$stage/etc/group"
       tar -C "$stage" -c . | podman import \
         --change 'ENV PATH=/go/bin:/usr/local/go/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
         --change 'ENV GOPATH=/go' --change 'ENV GOTOOLCHAIN=local' --change 'ENV GOPROXY=off' \

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs a command with Podman usable for the container tests and `make image`:
-# installs Debian's podman, runc and docker-compose when missing (as root),
+# installs Debian's podman, runc, catatonit and docker-compose when missing
+# (as root),
 # and selects the project's containers.conf (runc, and ulimits root may
 # set here) with CONTAINERS_CONF, leaving /etc alone.
 set -euo pipefail
@@ -10,6 +11,9 @@ missing=()
 command -v podman >/dev/null || missing+=(podman)
 command -v runc >/dev/null || missing+=(runc)
 command -v docker-compose >/dev/null || missing+=(docker-compose)
+# Pods (and kube play) need an infra container; with no pause image to
+# pull, Podman builds one from catatonit.
+command -v catatonit >/dev/null || missing+=(catatonit)
 if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then
     echo "with-podman: missing ${missing[*]} and cannot install them (not root or no apt-get)" >&2

@@ -288,20 +288,24 @@ func TestManifestWhguardContainer(t *testing.T) {
 	}
 }
 
-// The manifest kube play runs in the container test, with its images and
-// ports substituted for the test's.
-func playableManifest(t *testing.T, whguardImage, ordersImage string, webhookHostPort, metricsHostPort string) []byte {
+// playableManifest is kubernetes-embedded.yaml as the container test plays
+// it: the test's images, host ports on loopback, and names ending in
+// suffix so that nothing it creates meets another run's.
+func playableManifest(t *testing.T, suffix, webhookHostPort, metricsHostPort, appHostPort string) []byte {
 	t.Helper()
-	data, err := os.ReadFile("kubernetes-embedded.yaml")
+	out, err := os.ReadFile("kubernetes-embedded.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := data
 	for _, r := range []struct{ old, new string }{
 		{"image: example/orders:latest", "image: " + ordersImage},
-		{"image: whguard:latest", "image: " + whguardImage},
+		{"image: whguard:latest", "image: " + image},
 		{"{name: webhooks, containerPort: 8080}", "{name: webhooks, containerPort: 8080, hostIP: 127.0.0.1, hostPort: " + webhookHostPort + "}"},
 		{"{name: metrics, containerPort: 9091}", "{name: metrics, containerPort: 9091, hostIP: 127.0.0.1, hostPort: " + metricsHostPort + "}"},
+		{"[{containerPort: 3000}]", "[{containerPort: 3000, hostIP: 127.0.0.1, hostPort: " + appHostPort + "}]"},
+		{"orders-webhooks", "orders-webhooks-" + suffix},
+		{"whguard-journal", "whguard-journal-" + suffix},
+		{"\n  name: orders\n", "\n  name: orders-" + suffix + "\n"},
 	} {
 		if !bytes.Contains(out, []byte(r.old)) {
 			t.Fatalf("kubernetes-embedded.yaml no longer contains %q", r.old)
@@ -309,4 +313,15 @@ func playableManifest(t *testing.T, whguardImage, ordersImage string, webhookHos
 		out = bytes.ReplaceAll(out, []byte(r.old), []byte(r.new))
 	}
 	return out
+}
+
+// What the container test plays still decodes and resolves its Secrets.
+func TestPlayableManifest(t *testing.T) {
+	o, err := decodeManifest(playableManifest(t, "x", "18080", "19091", "13000"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if missing := unresolvedSecretRefs(o); len(missing) > 0 || len(o.claims) != 1 || o.claims[0].Name != "whguard-journal-x" {
+		t.Errorf("unresolved %q, claims %d", missing, len(o.claims))
+	}
 }
