@@ -399,7 +399,7 @@ networks:
 		cmd := exec.Command("docker-compose", append([]string{"-p", project, "-f", "compose.yaml", "-f", overrideFile}, args...)...)
 		cmd.Env = append(os.Environ(), "DOCKER_HOST=unix://"+sock, "POSTGRES_PASSWORD=unused-by-the-test",
 			"WHGUARD_ADMIN_TOKEN="+adminToken, "SHOP_SECRET_FILE="+secretFile, "COMPOSE_HTTP_TIMEOUT=120",
-			"ORDERS_PORT=127.0.0.1:"+app, "WHGUARD_PORT=127.0.0.1:"+webhooks)
+			"ORDERS_PORT=127.0.0.1:"+app, "WEBHOOKS_PORT=127.0.0.1:"+webhooks)
 		out, err := cmd.CombinedOutput()
 		if err != nil {
 			return string(out), fmt.Errorf("docker-compose %s: %w\n%s", strings.Join(args, " "), err, out)
