@@ -67,6 +67,13 @@ func TestContainers(t *testing.T) {
 // testImage reads the saved image: the data directory belongs to 65532
 // in the layers themselves (no shell needed, whatever runs it), and the
 // configuration is what the README says.
+//
+// The layers are where a missing or root-owned data directory shows:
+// Podman hides it when running, since it creates a missing working
+// directory and chowns a fresh named volume for the container's user
+// (tried with the recipe without its COPY --chown: it ran, with and
+// without a volume). Docker does neither: a fresh volume takes the owner
+// of the image's directory, root when the directory is absent.
 func testImage(t *testing.T, pm *podman) {
 	archive := filepath.Join(t.TempDir(), "image.tar")
 	pm.must(t, "image", "save", "--format", "docker-archive", "-o", archive, image)
@@ -294,8 +301,8 @@ func testKubePlay(t *testing.T, pm *podman) {
 	waitReady(t, pm, sidecar, "http://127.0.0.1:"+metrics+"/readyz")
 	sendAndSee(t, "http://127.0.0.1:"+webhooks+"/webhooks/shop", "http://127.0.0.1:"+app, "kube", 1)
 
-	// Kube play ignores fsGroup: the journal could be created on the
-	// fresh volume only because the image's data directory is 65532's.
+	// Kube play ignores fsGroup; the journal on the fresh volume is the
+	// container user's.
 	mountpoint := pm.must(t, "volume", "inspect", "--format", "{{.Mountpoint}}", o.claims[0].Name)
 	var st syscall.Stat_t
 	if err := syscall.Stat(filepath.Join(mountpoint, "whguard.db"), &st); err != nil {
