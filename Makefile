@@ -2,12 +2,25 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: test test-short build demo fuzz vet bench bench-long
+.PHONY: test test-short build demo fuzz vet bench bench-long image sidecar-test
 
-## test: the whole suite against real PostgreSQL and Redis (found or started).
+## test: the whole suite against real PostgreSQL and Redis (found or started),
+## then the container part (sidecar-test).
 test:
 	$(GO) vet ./...
 	./.ci/with-services.sh $(GO) test -race -count=1 -timeout 20m ./...
+	$(MAKE) sidecar-test
+
+## image: deploy/sidecar/Dockerfile built with Podman as localhost/whguard:dev
+## (and the example backend as localhost/whguard-orders:dev), never pulling.
+image:
+	./.ci/with-podman.sh ./.ci/build-images.sh
+
+## sidecar-test: build the images, run them with Podman, kube play the
+## embedded manifest, bring the Compose stack up; installs Podman if needed.
+sidecar-test:
+	WHGUARD_TEST_CONTAINERS=1 ./.ci/with-services.sh ./.ci/with-podman.sh \
+		$(GO) test -count=1 -timeout 20m -run 'TestContainers' -v ./deploy/sidecar/
 
 ## build: the whguard binary in ./bin.
 build:

@@ -7,6 +7,7 @@
 //	whguard [serve]   run the ingress and admin listeners (the default)
 //	whguard migrate   apply the journal's migrations and exit
 //	whguard events    list, show and replay deliveries through the admin API
+//	whguard healthcheck  exit 0 when the local /readyz answers 200, else 1
 //	whguard demo      the one-command demo (--keep to explore afterwards)
 //	whguard version   print the version
 //
@@ -62,6 +63,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return events(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
+	case "healthcheck":
+		return healthcheck(args, environ, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprintf(stderr, "whguard: unknown command %q\n\n%s", cmd, usage)
@@ -107,6 +110,7 @@ commands:
   migrate   apply the journal's database migrations and exit
   demo      run a naive backend behind whguard with a scripted sender, and report
   events    list, show and replay deliveries (whguard events -h)
+  healthcheck  exit 0 when the local readiness endpoint answers, else 1
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see README.md).

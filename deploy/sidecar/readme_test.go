@@ -1,0 +1,45 @@
+package sidecar
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The README's "Run as a sidecar" snippets are the tested files: each YAML
+// block there must appear verbatim in one of deploy/sidecar's files.
+func TestReadmeSnippetsAreShipped(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Run as a sidecar\n")
+	if !ok {
+		t.Fatal(`README.md has no "Run as a sidecar" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	files, _ := filepath.Glob("*.yaml")
+	var shipped []string
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shipped = append(shipped, string(b))
+	}
+	blocks := regexp.MustCompile("(?s)```yaml\n(.*?)```").FindAllStringSubmatch(section, -1)
+	if len(blocks) < 4 {
+		t.Fatalf("only %d YAML snippets in the section", len(blocks))
+	}
+	for _, b := range blocks {
+		found := false
+		for _, s := range shipped {
+			found = found || strings.Contains(s, b[1])
+		}
+		if !found {
+			t.Errorf("this README snippet is in none of deploy/sidecar/*.yaml:\n%s", b[1])
+		}
+	}
+}
