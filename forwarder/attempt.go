@@ -22,18 +22,25 @@ type job struct {
 }
 
 // Reasons a delivery is held without being attempted (Summary.Held, and
-// the reason label of whguard_deliveries_held_total).
+// the reason label of whguard_deliveries_held_total); the governor adds
+// its own (internal/governor: rate, in_flight, breaker, redis_unavailable).
 const (
 	// HoldNoBackend: no backend is configured for the event's provider.
 	HoldNoBackend = "no_backend"
 )
 
 // hold hands d's lease back without spending its attempt, due again after
-// wait, and counts why.
-func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string) {
+// wait, and counts why unless the hold was already counted.
+func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string, count bool) {
 	ctx, cancel := f.handBackContext()
 	defer cancel()
-	f.cfg.Metrics.held(d.Provider, reason)
+	if count {
+		f.cfg.Metrics.held(d.Provider, reason)
+	}
+	if wait < f.cfg.PollInterval {
+		// Due before the next poll: look for it when it is due.
+		defer time.AfterFunc(wait, f.Wake)
+	}
 	f.log.Debug("delivery held", zap.Int64("id", d.ID), zap.String("provider", d.Provider), zap.String("reason", reason))
 	if _, err := f.cfg.Store.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: d.LeaseToken, For: wait, Reason: reason}}); err != nil {
 		f.log.Warn("hold delivery failed; the reaper will return it", zap.Int64("id", d.ID), zap.Error(err))
@@ -73,10 +80,15 @@ func (f *Forwarder) deliver(j job) {
 		// configuration: not an attempt. The event waits in the journal,
 		// shown as held, and goes out once a replica has a target for it.
 		defer f.freeSlot(j)
-		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend)
+		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend, true)
 		return
 	}
+	ask, ok := f.admit(j)
+	if !ok {
+		return // held, or interrupted; the slot is free
+	}
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	f.unadmit(ask)
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.

@@ -30,6 +30,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/internal/groupcommit"
 	"github.com/whguard/whguard/journal"
 )
@@ -46,6 +47,24 @@ type Store interface {
 }
 
 var _ Store = (*journal.Postgres)(nil)
+
+// Governor decides whether a delivery may start now (internal/governor:
+// rate limits, in-flight bounds, shared through Redis or kept in process).
+type Governor interface {
+	// Limits reports whether provider's deliveries need asking at all;
+	// when not, no call is made (no Redis round trip).
+	Limits(provider string) bool
+	// Acquire says whether the delivery may start, or why not and when
+	// to ask again. An error means the shared state did not answer.
+	Acquire(ctx context.Context, a governor.Ask) (governor.Decision, error)
+	// Release gives back the in-flight slot an allowed delivery took.
+	Release(ctx context.Context, a governor.Ask) error
+}
+
+var (
+	_ Governor = (*governor.Local)(nil)
+	_ Governor = (*governor.Redis)(nil)
+)
 
 // Target says where one provider's events go.
 type Target struct {
@@ -89,6 +108,8 @@ const (
 	DefaultCleanupEvery     = time.Minute
 	// DefaultNoBackendHold: see Config.NoBackendHold.
 	DefaultNoBackendHold = time.Minute
+	// DefaultUnavailableHold: see Config.UnavailableHold.
+	DefaultUnavailableHold = time.Second
 )
 
 // Config configures a Forwarder. Zero fields take the defaults above.
@@ -124,6 +145,13 @@ type Config struct {
 	// waits before it is looked at again (a replica with a target for it
 	// may be running by then).
 	NoBackendHold time.Duration
+	// Governor, when set, is asked before each attempt of a provider it
+	// limits; a delivery it turns down is held, not attempted. Nil means
+	// no limits.
+	Governor Governor
+	// UnavailableHold is how long a delivery waits when the governor's
+	// shared state does not answer.
+	UnavailableHold time.Duration
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -156,6 +184,7 @@ func (c *Config) withDefaults() error {
 	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
 	c.NoBackendHold = cmp.Or(c.NoBackendHold, DefaultNoBackendHold)
+	c.UnavailableHold = cmp.Or(c.UnavailableHold, DefaultUnavailableHold)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}

@@ -65,7 +65,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.holds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "whguard_deliveries_held_total",
-		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend).",
+		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend; rate, in_flight, breaker, paused, redis_unavailable: the backend protection).",
 	}, []string{"provider", "reason"})
 	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
