@@ -89,7 +89,13 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		}
 		targets[p.name] = t
 	}
+	gov, closeGov, err := newGovernor(ctx, cfg, reg, log.Named("governor"))
+	if err != nil {
+		return err
+	}
+	defer closeGov()
 	fwd, err := forwarder.New(forwarder.Config{
+		Governor:    gov,
 		Store:       j,
 		Targets:     targets,
 		Timeout:     cfg.ForwardTimeout,

@@ -153,3 +153,14 @@ func checkConfig(c Config) error {
 	}
 	return nil
 }
+
+// Circuit breaker defaults (WHGUARD_BREAKER_*).
+const (
+	DefaultBreakerWindow       = 30 * time.Second
+	DefaultBreakerMinAttempts  = 20
+	DefaultBreakerFailureRatio = 0.5
+	DefaultBreakerCooldown     = 15 * time.Second
+	// MaxBreakerCooldown caps the cooldown, which doubles while probes
+	// fail.
+	MaxBreakerCooldown = 5 * time.Minute
+)
