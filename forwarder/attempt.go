@@ -88,14 +88,15 @@ func (f *Forwarder) deliver(j job) {
 		return // held, or interrupted; the slot is free
 	}
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
-	f.unadmit(ask)
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
+		f.unadmit(ask, false, 0)
 		defer f.freeSlot(j)
 		f.release(d)
 		return
 	}
+	f.unadmit(ask, true, res.status)
 	dec := f.cfg.Policy.Decide(d.BudgetAttempt, res.status, res.retryAfter, f.cfg.Now(), f.cfg.Rand)
 	fin := journal.Finish{
 		ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.Status(dec.Outcome),

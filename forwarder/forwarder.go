@@ -51,13 +51,14 @@ var _ Store = (*journal.Postgres)(nil)
 // Governor decides whether a delivery may start now (internal/governor:
 // rate limits, in-flight bounds, shared through Redis or kept in process).
 type Governor interface {
-	// Limits reports whether provider's deliveries need asking at all;
-	// when not, no call is made (no Redis round trip).
-	Limits(provider string) bool
 	// Acquire says whether the delivery may start, or why not and when
 	// to ask again. An error means the shared state did not answer.
 	Acquire(ctx context.Context, a governor.Ask) (governor.Decision, error)
-	// Release gives back the in-flight slot an allowed delivery took.
+	// Finish gives back what an allowed delivery took once its attempt
+	// ended with o, and counts o for the backend's breaker.
+	Finish(ctx context.Context, a governor.Ask, o governor.Outcome) error
+	// Release gives back what an allowed delivery took when it was not
+	// sent after all (interrupted by shutdown).
 	Release(ctx context.Context, a governor.Ask) error
 }
 
@@ -271,7 +272,7 @@ func New(cfg Config) (*Forwarder, error) {
 		origins:   make(map[string]string, len(cfg.Targets)),
 	}
 	for name, t := range cfg.Targets {
-		f.origins[name] = origin(t.BackendURL)
+		f.origins[name] = Origin(t.BackendURL)
 	}
 	f.aborted, f.abort = context.WithCancel(context.Background())
 	cfg.Metrics.observe(f.pool.occupancy)

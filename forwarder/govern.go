@@ -29,7 +29,7 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 	d := j.d
 	g := f.cfg.Governor
 	a = governor.Ask{Backend: f.origins[d.Provider], Provider: d.Provider, Token: d.LeaseToken.String()}
-	if g == nil || !g.Limits(d.Provider) {
+	if g == nil {
 		return a, true
 	}
 	counted := false
@@ -70,15 +70,22 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 	}
 }
 
-// unadmit gives back the in-flight slot a took, once the backend has
-// answered. When Redis does not answer, the slot expires by itself.
-func (f *Forwarder) unadmit(a governor.Ask) {
-	if f.cfg.Governor == nil || !f.cfg.Governor.Limits(a.Provider) {
+// unadmit gives back what a took once the backend has answered with
+// status (0: no answer), or, when sent is false, once it turned out not to
+// be sent. When Redis does not answer, a slot expires by itself.
+func (f *Forwarder) unadmit(a governor.Ask, sent bool, status int) {
+	if f.cfg.Governor == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), governorTimeout)
 	defer cancel()
-	if err := f.cfg.Governor.Release(ctx, a); err != nil {
+	var err error
+	if sent {
+		err = f.cfg.Governor.Finish(ctx, a, governor.OutcomeOf(status))
+	} else {
+		err = f.cfg.Governor.Release(ctx, a)
+	}
+	if err != nil {
 		f.log.Debug("release in-flight slot failed; it expires by itself", zap.String("backend", a.Backend), zap.Error(err))
 	}
 }

@@ -104,7 +104,6 @@ type scriptedGovernor struct {
 	asked  atomic.Int32
 }
 
-func (s *scriptedGovernor) Limits(string) bool { return true }
 func (s *scriptedGovernor) Acquire(context.Context, governor.Ask) (governor.Decision, error) {
 	s.asked.Add(1)
 	s.mu.Lock()
@@ -112,6 +111,9 @@ func (s *scriptedGovernor) Acquire(context.Context, governor.Ask) (governor.Deci
 	return s.answer()
 }
 func (s *scriptedGovernor) Release(context.Context, governor.Ask) error { return nil }
+func (s *scriptedGovernor) Finish(context.Context, governor.Ask, governor.Outcome) error {
+	return nil
+}
 func (s *scriptedGovernor) set(f func() (governor.Decision, error)) {
 	s.mu.Lock()
 	s.answer = f
@@ -165,6 +167,80 @@ func TestGovernorHoldsAreNotAttempts(t *testing.T) {
 		gov.set(func() (governor.Decision, error) { return governor.Decision{Allowed: true}, nil })
 		if d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second); d.Attempts != 1 {
 			t.Fatalf("delivered after %d attempts, want 1", d.Attempts)
+		}
+	})
+}
+
+// switchable is a backend that answers 503 until up is set.
+type switchable struct {
+	up    atomic.Bool
+	calls atomic.Int32
+}
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.calls.Add(1)
+	if !s.up.Load() {
+		w.WriteHeader(503)
+		return
+	}
+	w.WriteHeader(200)
+}
+
+// TestBreakerDuringAnOutage: with the backend down, the breaker opens
+// after MinAttempts failures and the attempts fall to about one probe per
+// cooldown; held deliveries spend no attempt, so no event goes dead over
+// an outage longer than its retry schedule; once up, one probe closes the
+// breaker and everything is delivered.
+func TestBreakerDuringAnOutage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		be := &switchable{}
+		srv := httptest.NewServer(be)
+		t.Cleanup(srv.Close)
+		gov, err := governor.NewLocal(governor.Config{SlotTTL: 5 * time.Second, Breaker: governor.BreakerConfig{
+			Enabled: true, Window: 10 * time.Second, MinAttempts: 5, FailureRatio: 0.5, Cooldown: 300 * time.Millisecond,
+		}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for i := range 20 {
+			ids = append(ids, appendEvent(t, j, "outage-"+string(rune('a'+i))))
+		}
+		_, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = gov
+			// The whole retry schedule (4 attempts, 20-100 ms apart) is far
+			// shorter than the outage.
+			c.Policy.MaxAttempts = 4
+		})
+		backend := forwarder.Origin(srv.URL)
+		deadline := time.Now().Add(10 * time.Second)
+		for gov.BreakerStates()[backend] == governor.BreakerClosed {
+			if time.Now().After(deadline) {
+				t.Fatal("breaker never opened")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		opened := be.calls.Load()
+		time.Sleep(1500 * time.Millisecond)
+		// Cooldowns of 300, 600 ms: two probes in 1.5 s (a third at most).
+		if during := be.calls.Load() - opened; during > 3 {
+			t.Errorf("%d attempts in 1.5 s with the breaker open, want about one per cooldown", during)
+		}
+		if v := metricValue(t, reg, "whguard_deliveries_held_total", map[string]string{"provider": "acme", "reason": "breaker"}); v == 0 {
+			t.Error("no delivery counted as held for breaker")
+		}
+		for _, id := range ids {
+			if d := get(t, j, id); d.Status == journal.StatusDead {
+				t.Fatalf("event %d dead during the outage: %+v", id, d.Summary)
+			}
+		}
+		be.up.Store(true)
+		for _, id := range ids {
+			waitStatus(t, j, id, journal.StatusDone, 15*time.Second)
+		}
+		if s := gov.BreakerStates()[backend]; s != governor.BreakerClosed {
+			t.Errorf("breaker %s after delivery, want closed", s)
 		}
 	})
 }

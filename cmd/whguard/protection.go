@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strconv"
 	"time"
 
@@ -127,10 +128,17 @@ func (c *config) governorConfig() governor.Config {
 		// expired.
 		SlotTTL:   c.ForwardTimeout + forwarder.DefaultLeaseMargin,
 		Providers: map[string]governor.Limit{},
+		Breaker: governor.BreakerConfig{
+			Enabled: c.Breaker == "on", Window: c.BreakerWindow, MinAttempts: c.BreakerMinAttempts,
+			FailureRatio: c.BreakerFailureRatio, Cooldown: c.BreakerCooldown,
+		},
 	}
 	for _, p := range c.providers {
 		if !p.limit.Rate.IsZero() {
 			gc.Providers[p.name] = p.limit
+		}
+		if o := forwarder.Origin(p.env.BackendURL); !slices.Contains(gc.Backends, o) {
+			gc.Backends = append(gc.Backends, o)
 		}
 	}
 	return gc
@@ -150,17 +158,21 @@ func (c *config) limited() bool {
 // newGovernor builds the governor: in Redis when WHGUARD_REDIS_URL is set
 // (it must answer at start-up: a wrong address is a configuration error,
 // an outage later is not), else in process. It returns nil when nothing
-// is limited: the delivery path then asks nothing.
-func newGovernor(ctx context.Context, c *config, reg prometheus.Registerer, log *zap.Logger) (forwarder.Governor, func(), error) {
-	if !c.limited() {
+// is limited and the breaker is off: the delivery path then asks nothing.
+// With the breaker alone, the Redis governor reads it from memory: no
+// round trip per delivery either. stop ends its background sync.
+func newGovernor(ctx context.Context, c *config, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, stop func(), err error) {
+	gc := c.governorConfig()
+	if !c.limited() && !gc.Breaker.Enabled {
 		return nil, func() {}, nil
 	}
 	if c.RedisURL == "" {
-		g, err := governor.NewLocal(c.governorConfig(), nil)
+		g, err := governor.NewLocal(gc, nil)
 		if err != nil {
 			return nil, nil, err
 		}
-		log.Info("backend limits kept in this process (set WHGUARD_REDIS_URL to share them between replicas)")
+		governor.RegisterBreakerMetric(reg, g)
+		log.Info("backend limits and breakers kept in this process (set WHGUARD_REDIS_URL to share them between replicas)")
 		return g, func() {}, nil
 	}
 	opt, err := redisOptions(c.RedisURL)
@@ -168,17 +180,28 @@ func newGovernor(ctx context.Context, c *config, reg prometheus.Registerer, log 
 		return nil, nil, fmt.Errorf("WHGUARD_REDIS_URL: %w", err)
 	}
 	client := redis.NewClient(opt)
-	g, err := governor.NewRedis(c.governorConfig(), client, governor.RedisOptions{Logger: log, Registerer: reg})
+	rg, err := governor.NewRedis(gc, client, governor.RedisOptions{Logger: log, Registerer: reg})
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := g.Ping(pctx); err != nil {
+	if err := rg.Ping(pctx); err != nil {
 		client.Close()
 		return nil, nil, fmt.Errorf("WHGUARD_REDIS_URL: redis at %s does not answer: %w", opt.Addr, err)
 	}
-	log.Info("backend limits shared through redis", zap.String("addr", opt.Addr))
-	return g, func() { client.Close() }, nil
+	governor.RegisterBreakerMetric(reg, rg)
+	log.Info("backend limits and breakers shared through redis", zap.String("addr", opt.Addr))
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		rg.Run(runCtx)
+	}()
+	return rg, func() {
+		cancelRun()
+		<-done
+		client.Close()
+	}, nil
 }

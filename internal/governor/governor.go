@@ -89,9 +89,15 @@ type Config struct {
 	// MaxInFlight bounds the requests in flight to one backend, all
 	// replicas together (WHGUARD_BACKEND_MAX_IN_FLIGHT); 0 is no bound.
 	MaxInFlight int
-	// SlotTTL is how long an in-flight slot is kept when its holder never
-	// releases it (it crashed): the forward timeout plus the lease margin.
+	// SlotTTL is how long an in-flight slot (or a breaker's probe) is
+	// kept when its holder never releases it (it crashed): the forward
+	// timeout plus the lease margin.
 	SlotTTL time.Duration
+	// Breaker is the circuit breaker per backend.
+	Breaker BreakerConfig
+	// Backends are the backends known at start, whose breaker states are
+	// shown (and, in Redis, followed) before any delivery to them.
+	Backends []string
 }
 
 // Limits reports whether deliveries of provider need asking at all: with
@@ -147,6 +153,9 @@ func checkConfig(c Config) error {
 		if err := check("provider "+p, l); err != nil {
 			return err
 		}
+	}
+	if b := c.Breaker; b.Enabled && (b.Window <= 0 || b.Cooldown <= 0 || b.MinAttempts < 1 || !(b.FailureRatio > 0 && b.FailureRatio <= 1)) {
+		return fmt.Errorf("governor: breaker settings %+v out of range", b)
 	}
 	if c.MaxInFlight < 0 {
 		return fmt.Errorf("governor: max in flight %d is negative", c.MaxInFlight)

@@ -18,6 +18,8 @@ type Local struct {
 	tat map[string]time.Time
 	// slots holds each backend's in-flight tokens and when they expire.
 	slots map[string]map[string]time.Time
+	// breakers holds each backend's circuit breaker.
+	breakers map[string]*breaker
 }
 
 // NewLocal builds a Local governor; now nil means time.Now.
@@ -28,19 +30,48 @@ func NewLocal(cfg Config, now func() time.Time) (*Local, error) {
 	if now == nil {
 		now = time.Now
 	}
-	return &Local{cfg: cfg, now: now, tat: map[string]time.Time{}, slots: map[string]map[string]time.Time{}}, nil
+	l := &Local{cfg: cfg, now: now, tat: map[string]time.Time{}, slots: map[string]map[string]time.Time{}, breakers: map[string]*breaker{}}
+	for _, b := range cfg.Backends {
+		l.breakers[b] = &breaker{}
+	}
+	return l, nil
+}
+
+func (l *Local) breaker(backend string) *breaker {
+	b := l.breakers[backend]
+	if b == nil {
+		b = &breaker{}
+		l.breakers[backend] = b
+	}
+	return b
 }
 
 // Limits reports whether provider's deliveries need asking.
 func (l *Local) Limits(provider string) bool { return l.cfg.Limits(provider) }
 
-// Acquire says whether a's delivery may start now. Nothing is spent
-// unless every check passes: a rate turned down takes no slot, a full
-// backend spends no rate.
+// Acquire says whether a's delivery may start now. The breaker is
+// checked first; then nothing is spent unless every limit passes: a rate
+// turned down takes no slot, a full backend spends no rate, and a probe
+// that a limit holds is given up for the next delivery.
 func (l *Local) Acquire(_ context.Context, a Ask) (Decision, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
+	if l.cfg.Breaker.Enabled {
+		b := l.breaker(a.Backend)
+		if ok, wait := b.check(now, a.Token, l.cfg.SlotTTL); !ok {
+			return Decision{Reason: HoldBreaker, RetryAfter: wait}, nil
+		}
+	}
+	d := l.limit(now, a)
+	if !d.Allowed && l.cfg.Breaker.Enabled {
+		l.breaker(a.Backend).abandon(now, a.Token)
+	}
+	return d, nil
+}
+
+// limit applies the rate limits and the in-flight bound.
+func (l *Local) limit(now time.Time, a Ask) Decision {
 	if l.cfg.MaxInFlight > 0 {
 		held := l.slots[a.Backend]
 		for tok, exp := range held {
@@ -49,7 +80,7 @@ func (l *Local) Acquire(_ context.Context, a Ask) (Decision, error) {
 			}
 		}
 		if _, mine := held[a.Token]; !mine && len(held) >= l.cfg.MaxInFlight {
-			return Decision{Reason: HoldInFlight, RetryAfter: inFlightRetry}, nil
+			return Decision{Reason: HoldInFlight, RetryAfter: inFlightRetry}
 		}
 	}
 	type grant struct {
@@ -72,7 +103,7 @@ func (l *Local) Acquire(_ context.Context, a Ask) (Decision, error) {
 		grants = append(grants, grant{rk.key, next})
 	}
 	if wait > 0 {
-		return Decision{Reason: HoldRate, RetryAfter: wait}, nil
+		return Decision{Reason: HoldRate, RetryAfter: wait}
 	}
 	for _, g := range grants {
 		l.tat[g.key] = g.tat
@@ -83,18 +114,42 @@ func (l *Local) Acquire(_ context.Context, a Ask) (Decision, error) {
 		}
 		l.slots[a.Backend][a.Token] = now.Add(l.cfg.SlotTTL)
 	}
-	return Decision{Allowed: true}, nil
+	return Decision{Allowed: true}
 }
 
-// Release gives back the in-flight slot a's delivery took.
+// Release gives back what a's allowed delivery took without an outcome
+// (it was not sent after all): its slot, and its probe if it was one.
 func (l *Local) Release(_ context.Context, a Ask) error {
-	if l.cfg.MaxInFlight <= 0 {
-		return nil
-	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.slots[a.Backend], a.Token)
+	if b := l.breakers[a.Backend]; b != nil {
+		b.abandon(l.now(), a.Token)
+	}
 	return nil
+}
+
+// Finish gives back a's slot once its attempt ended with o, and counts o
+// for the backend's breaker.
+func (l *Local) Finish(_ context.Context, a Ask, o Outcome) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.slots[a.Backend], a.Token)
+	if l.cfg.Breaker.Enabled {
+		l.breaker(a.Backend).record(l.cfg.Breaker, l.now(), a.Token, o)
+	}
+	return nil
+}
+
+// BreakerStates reads every known backend's breaker.
+func (l *Local) BreakerStates() map[string]BreakerState {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[string]BreakerState, len(l.breakers))
+	for k, b := range l.breakers {
+		out[k] = b.state
+	}
+	return out
 }
 
 // InFlight counts the slots held on backend.

@@ -42,6 +42,12 @@ type Redis struct {
 	// and once when it ends.
 	mu   sync.Mutex
 	down bool
+
+	// bmu guards the breakers as this replica knows them
+	// (redis_breaker.go) and the probes it sends.
+	bmu      sync.Mutex
+	breakers map[string]*knownBreaker
+	probes   map[string]string // token → backend
 }
 
 // RedisOptions are the optional parts of a Redis governor.
@@ -60,7 +66,11 @@ func NewRedis(cfg Config, client RedisClient, opt RedisOptions) (*Redis, error) 
 	if err := checkConfig(cfg); err != nil {
 		return nil, err
 	}
-	r := &Redis{cfg: cfg, client: client, prefix: opt.Prefix, log: opt.Logger}
+	r := &Redis{cfg: cfg, client: client, prefix: opt.Prefix, log: opt.Logger,
+		breakers: map[string]*knownBreaker{}, probes: map[string]string{}}
+	for _, b := range cfg.Backends {
+		r.breakers[b] = &knownBreaker{}
+	}
 	if r.prefix == "" {
 		r.prefix = "whguard:"
 	}
@@ -127,9 +137,34 @@ end
 return {1, '', 0}
 `)
 
-// Acquire says whether a's delivery may start now. An error means Redis
-// did not answer: the caller holds the delivery (HoldUnavailable).
+// Acquire says whether a's delivery may start now: the breaker first
+// (from memory, unless a probe is due), then the limits, in one script,
+// when a's provider has any. An error means Redis did not answer: the
+// caller holds the delivery (HoldUnavailable).
 func (r *Redis) Acquire(ctx context.Context, a Ask) (Decision, error) {
+	if r.cfg.Breaker.Enabled {
+		ok, wait, err := r.breakerCheck(ctx, a)
+		if err != nil {
+			return Decision{}, err
+		}
+		if !ok {
+			return Decision{Reason: HoldBreaker, RetryAfter: wait}, nil
+		}
+	}
+	if !r.cfg.Limits(a.Provider) {
+		return Decision{Allowed: true}, nil
+	}
+	d, err := r.limit(ctx, a)
+	if (err != nil || !d.Allowed) && r.cfg.Breaker.Enabled {
+		if aerr := r.breakerAbandon(ctx, a); aerr != nil {
+			r.log.Debug("abandon probe failed; it expires by itself", zap.Error(aerr))
+		}
+	}
+	return d, err
+}
+
+// limit applies the rate limits and the in-flight bound in one script.
+func (r *Redis) limit(ctx context.Context, a Ask) (Decision, error) {
 	rks := rateKeys(r.cfg, a)
 	keys := make([]string, 1, 1+len(rks))
 	keys[0] = r.key(a.Backend, "inflight")
@@ -162,10 +197,25 @@ func (r *Redis) Acquire(ctx context.Context, a Ask) (Decision, error) {
 // token.
 var releaseScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
 
-// Release gives back the in-flight slot a's delivery took. When Redis
-// does not answer, the slot expires on its own after SlotTTL.
+// Release gives back what a's allowed delivery took without an outcome
+// (it was not sent after all): its slot, and its probe if it was one.
+// When Redis does not answer, both expire on their own after SlotTTL.
 func (r *Redis) Release(ctx context.Context, a Ask) error {
-	if r.cfg.MaxInFlight <= 0 {
+	return errors.Join(r.breakerAbandon(ctx, a), r.releaseSlot(ctx, a))
+}
+
+// Finish gives back a's slot once its attempt ended with o, and counts o
+// for the backend's breaker.
+func (r *Redis) Finish(ctx context.Context, a Ask, o Outcome) error {
+	var err error
+	if r.cfg.Breaker.Enabled {
+		err = r.breakerFinish(ctx, a, o)
+	}
+	return errors.Join(err, r.releaseSlot(ctx, a))
+}
+
+func (r *Redis) releaseSlot(ctx context.Context, a Ask) error {
+	if r.cfg.MaxInFlight <= 0 || !r.cfg.Limits(a.Provider) {
 		return nil
 	}
 	err := releaseScript.Run(ctx, r.client, []string{r.key(a.Backend, "inflight")}, a.Token).Err()

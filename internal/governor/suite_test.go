@@ -27,6 +27,8 @@ func TestMain(m *testing.M) {
 type governor interface {
 	Acquire(ctx context.Context, a Ask) (Decision, error)
 	Release(ctx context.Context, a Ask) error
+	Finish(ctx context.Context, a Ask, o Outcome) error
+	BreakerStates() map[string]BreakerState
 	InFlight(ctx context.Context, backend string) (int, error)
 	Limits(provider string) bool
 }
@@ -110,6 +112,8 @@ var suite = []struct {
 	{"in-flight bound, release and expiry", testInFlight},
 	{"a full backend spends no rate", testInFlightSpendsNoRate},
 	{"concurrent asks never pass the rate", testConcurrentRate},
+	{"breaker opens, probes, closes", testBreakerOpensProbesCloses},
+	{"a probe held by a limit is given up", testProbeHeldByALimitIsGivenUp},
 }
 
 var ctx = context.Background()
@@ -313,5 +317,139 @@ func TestRedisOutage(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(g.upG); v != 1 || !g.Up() {
 		t.Errorf("whguard_redis_up = %v after Redis answered", v)
+	}
+}
+
+// settle makes outcomes counted so far reach the shared state (Redis
+// sends them every breakerSync; the test does not wait for that).
+func settle(t *testing.T, g governor) {
+	t.Helper()
+	if r, ok := g.(*Redis); ok {
+		r.syncBreakers(ctx)
+	}
+}
+
+func attempt(t *testing.T, g governor, a Ask, o Outcome) {
+	t.Helper()
+	if d := mustAcquire(t, g, a); !d.Allowed {
+		t.Fatalf("attempt %s held: %+v", a.Token, d)
+	}
+	if err := g.Finish(ctx, a, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var testBreaker = BreakerConfig{Enabled: true, Window: 10 * time.Second, MinAttempts: 4, FailureRatio: 0.5, Cooldown: 300 * time.Millisecond}
+
+func testBreakerOpensProbesCloses(t *testing.T, build func(Config) governor) {
+	b := "http://b:80"
+	g := build(Config{Breaker: testBreaker, SlotTTL: 5 * time.Second, Backends: []string{b}})
+	n := 0
+	next := func() Ask { n++; return ask(b, "p", n) }
+	for range 3 {
+		attempt(t, g, next(), Succeeded)
+	}
+	attempt(t, g, next(), FailedTransiently)
+	settle(t, g)
+	if s := g.BreakerStates()[b]; s != BreakerClosed {
+		t.Fatalf("1 failure in 4: breaker %s", s)
+	}
+	for range 2 {
+		attempt(t, g, next(), FailedTransiently)
+	}
+	settle(t, g)
+	if s := g.BreakerStates()[b]; s != BreakerOpen {
+		t.Fatalf("3 failures in 6: breaker %s, want open", s)
+	}
+	d := mustAcquire(t, g, next())
+	if d.Allowed || d.Reason != HoldBreaker || d.RetryAfter <= 0 || d.RetryAfter > 300*time.Millisecond {
+		t.Fatalf("delivery with the breaker open: %+v", d)
+	}
+	time.Sleep(d.RetryAfter + 10*time.Millisecond)
+	probe := next()
+	if d := mustAcquire(t, g, probe); !d.Allowed {
+		t.Fatalf("first delivery after the cooldown (the probe) held: %+v", d)
+	}
+	if d := mustAcquire(t, g, next()); d.Allowed || d.Reason != HoldBreaker {
+		t.Fatalf("second delivery while the probe is out: %+v", d)
+	}
+	if s := g.BreakerStates()[b]; s != BreakerHalfOpen {
+		t.Fatalf("probe out: breaker %s, want half-open", s)
+	}
+	if err := g.Finish(ctx, probe, FailedTransiently); err != nil {
+		t.Fatal(err)
+	}
+	d = mustAcquire(t, g, next())
+	if d.Allowed || d.RetryAfter <= 300*time.Millisecond || d.RetryAfter > 600*time.Millisecond {
+		t.Fatalf("after a failed probe: %+v, want held for the doubled cooldown (600ms)", d)
+	}
+	time.Sleep(d.RetryAfter + 10*time.Millisecond)
+	probe = next()
+	attempt(t, g, probe, Succeeded)
+	if s := g.BreakerStates()[b]; s != BreakerClosed {
+		t.Fatalf("after a good probe: breaker %s, want closed", s)
+	}
+	attempt(t, g, next(), Succeeded)
+}
+
+// A probe a limit holds is given up, so that the next delivery can probe
+// (else the breaker would wait for the probe's expiry).
+func testProbeHeldByALimitIsGivenUp(t *testing.T, build func(Config) governor) {
+	b := "http://b:80"
+	g := build(Config{Breaker: testBreaker, SlotTTL: time.Minute, Backends: []string{b},
+		Providers: map[string]Limit{"slow": {Rate: Rate{N: 1, Per: time.Hour}}}})
+	attempt(t, g, ask(b, "slow", 0), FailedTransiently) // spends slow's rate
+	for i := range 3 {
+		attempt(t, g, ask(b, "p", i+1), FailedTransiently)
+	}
+	settle(t, g)
+	if s := g.BreakerStates()[b]; s != BreakerOpen {
+		t.Fatalf("breaker %s, want open", s)
+	}
+	time.Sleep(testBreaker.Cooldown + 10*time.Millisecond)
+	if d := mustAcquire(t, g, ask(b, "slow", 5)); d.Allowed || d.Reason != HoldRate {
+		t.Fatalf("probe of a provider out of rate: %+v, want held for rate", d)
+	}
+	if d := mustAcquire(t, g, ask(b, "p", 6)); !d.Allowed {
+		t.Fatalf("next delivery could not probe: %+v", d)
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	for status, want := range map[int]Outcome{0: FailedTransiently, 200: Succeeded, 204: Succeeded, 400: Succeeded, 404: Succeeded,
+		408: FailedTransiently, 425: FailedTransiently, 429: FailedTransiently, 500: FailedTransiently, 501: FailedTransiently, 503: FailedTransiently} {
+		if got := OutcomeOf(status); got != want {
+			t.Errorf("OutcomeOf(%d) = %v, want %v", status, got, want)
+		}
+	}
+}
+
+// Replicas share one breaker: opened by the outcomes of one, it holds the
+// deliveries of the other, and only one of them sends the probe.
+func TestRedisBreakerShared(t *testing.T) {
+	b := "http://b:80"
+	prefix := testPrefix()
+	cfg := Config{Breaker: testBreaker, SlotTTL: 5 * time.Second, Backends: []string{b}}
+	var gs [2]*Redis
+	for i := range gs {
+		g, err := NewRedis(cfg, newRedisClient(t), RedisOptions{Prefix: prefix, Registerer: prometheus.NewRegistry()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		gs[i] = g
+	}
+	for i := range 4 {
+		attempt(t, gs[0], ask(b, "p", i), FailedTransiently)
+	}
+	gs[0].syncBreakers(ctx)
+	gs[1].syncBreakers(ctx)
+	if d := mustAcquire(t, gs[1], ask(b, "p", 10)); d.Allowed || d.Reason != HoldBreaker {
+		t.Fatalf("other replica with the breaker open: %+v", d)
+	}
+	time.Sleep(testBreaker.Cooldown + 10*time.Millisecond)
+	d0 := mustAcquire(t, gs[0], ask(b, "p", 11))
+	d1 := mustAcquire(t, gs[1], ask(b, "p", 12))
+	if d0.Allowed == d1.Allowed {
+		t.Fatalf("probes after the cooldown: %+v and %+v, want exactly one", d0, d1)
 	}
 }
