@@ -248,7 +248,7 @@ ORDER BY id LIMIT ?`, string(w.status), w.provider, w.provider, since, since, w.
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
+	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM whguard_events GROUP BY status`)
 	if err != nil {
 		return st, fmt.Errorf("count events: %w", err)
@@ -264,7 +264,7 @@ func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("count events: %w", err)
 	}
 	rows, err = s.r.QueryContext(ctx, `
-SELECT provider, min(received_at) FROM whguard_events
+SELECT provider, count(*), min(received_at) FROM whguard_events
 WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	if err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
@@ -276,8 +276,9 @@ WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	)
 	if err := eachRow(rows, func() error {
 		st.OldestUndelivered[provider] = now.Sub(time.Unix(0, oldest))
+		st.Undelivered[provider] = n
 		return nil
-	}, &provider, &oldest); err != nil {
+	}, &provider, &n, &oldest); err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
 	return st, nil
