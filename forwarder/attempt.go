@@ -83,11 +83,21 @@ func (f *Forwarder) deliver(j job) {
 		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend, true)
 		return
 	}
+	if p, paused := f.pausedFor(d.Provider); paused {
+		// Not an attempt: held until the pause ends (Resume makes it due).
+		defer f.freeSlot(j)
+		log.Debug("delivery paused", zap.String("pause", p.Kind+" "+p.Name))
+		f.hold(d, f.cfg.PauseHold, journal.HoldPaused, true)
+		return
+	}
 	ask, ok := f.admit(j)
 	if !ok {
 		return // held, or interrupted; the slot is free
 	}
+	sending := f.sending[f.origins[d.Provider]]
+	sending.Add(1)
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	sending.Add(-1)
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.

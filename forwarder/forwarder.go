@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -44,6 +45,9 @@ type Store interface {
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (journal.Stats, error)
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (journal.Cleaned, error)
+	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
+	Resume(ctx context.Context, kind, name string) (bool, error)
+	Pauses(ctx context.Context) ([]journal.Pause, error)
 }
 
 var _ Store = (*journal.Postgres)(nil)
@@ -153,6 +157,11 @@ type Config struct {
 	// UnavailableHold is how long a delivery waits when the governor's
 	// shared state does not answer.
 	UnavailableHold time.Duration
+	// PauseInterval is how often the pauses are read from the journal.
+	PauseInterval time.Duration
+	// PauseHold is how long a paused delivery is held (a resume makes it
+	// due at once).
+	PauseHold time.Duration
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -186,6 +195,8 @@ func (c *Config) withDefaults() error {
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
 	c.NoBackendHold = cmp.Or(c.NoBackendHold, DefaultNoBackendHold)
 	c.UnavailableHold = cmp.Or(c.UnavailableHold, DefaultUnavailableHold)
+	c.PauseInterval = cmp.Or(c.PauseInterval, DefaultPauseInterval)
+	c.PauseHold = cmp.Or(c.PauseHold, DefaultPauseHold)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -231,6 +242,10 @@ type Forwarder struct {
 	// origins maps each provider with a target to its backend's origin
 	// (scheme://host:port), for logs and the start-up probe.
 	origins map[string]string
+	// sending counts this process's requests in flight per origin.
+	sending map[string]*atomic.Int32
+	// pauses is the pauses in force as last read (pause.go).
+	pauses atomic.Pointer[pauseSet]
 
 	admission
 	pool
@@ -271,8 +286,13 @@ func New(cfg Config) (*Forwarder, error) {
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
 	}
+	f.sending = map[string]*atomic.Int32{}
 	for name, t := range cfg.Targets {
-		f.origins[name] = Origin(t.BackendURL)
+		o := Origin(t.BackendURL)
+		f.origins[name] = o
+		if f.sending[o] == nil {
+			f.sending[o] = new(atomic.Int32)
+		}
 	}
 	f.aborted, f.abort = context.WithCancel(context.Background())
 	cfg.Metrics.observe(f.pool.occupancy)

@@ -144,7 +144,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg)}),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -246,4 +246,15 @@ func providerNames(cfg *config) []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// backendControl adapts the forwarder to the admin API's BackendControl.
+type backendControl struct{ f *forwarder.Forwarder }
+
+func (b backendControl) Backends(ctx context.Context) (any, error) { return b.f.Backends(ctx) }
+func (b backendControl) Pause(ctx context.Context, p journal.Pause) (journal.Pause, error) {
+	return b.f.Pause(ctx, p)
+}
+func (b backendControl) Resume(ctx context.Context, kind, name, reason string) (bool, error) {
+	return b.f.Resume(ctx, kind, name, reason)
 }

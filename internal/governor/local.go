@@ -186,3 +186,6 @@ func rateKeys(c Config, a Ask) []rateKey {
 	}
 	return ks
 }
+
+// Settings returns the limits it applies.
+func (l *Local) Settings() Config { return l.cfg }

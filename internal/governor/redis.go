@@ -286,3 +286,6 @@ func (r *Redis) setDown(down bool, err error) {
 		r.log.Info("redis answers again")
 	}
 }
+
+// Settings returns the limits it applies.
+func (r *Redis) Settings() Config { return r.cfg }
