@@ -7,6 +7,7 @@
 //	whguard [serve]   run the ingress and admin listeners (the default)
 //	whguard migrate   apply the journal's migrations and exit
 //	whguard events    list, show and replay deliveries through the admin API
+//	whguard backends  list backends; pause and resume their deliveries
 //	whguard demo      the one-command demo (--keep to explore afterwards)
 //	whguard version   print the version
 //
@@ -60,6 +61,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 0
 	case "events":
 		return events(args, environ, stdout, stderr)
+	case "backends":
+		return backends(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
 	case "serve", "migrate":
@@ -107,6 +110,7 @@ commands:
   migrate   apply the journal's database migrations and exit
   demo      run a naive backend behind whguard with a scripted sender, and report
   events    list, show and replay deliveries (whguard events -h)
+  backends  list backends, pause and resume deliveries (whguard backends -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see README.md).
