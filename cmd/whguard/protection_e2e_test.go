@@ -352,3 +352,195 @@ func TestE2ELimitsSharedAcrossReplicas(t *testing.T) {
 	}
 	t.Logf("300 events in %s, at most %d per second, %d at once", took.Round(time.Millisecond), b.mostInOneSecond(), b.most.Load())
 }
+
+// TestE2ELimitsInOneProcessWithoutRedis: without WHGUARD_REDIS_URL the
+// same limits hold, kept in the process.
+func TestE2ELimitsInOneProcessWithoutRedis(t *testing.T) {
+	t.Parallel()
+	b := newProbeBackend(t, 20*time.Millisecond)
+	s := newProtectedSet(t, 1, b, "WHGUARD_BACKEND_RATE_LIMIT=20/s", "WHGUARD_BACKEND_RATE_BURST=5", "WHGUARD_BACKEND_MAX_IN_FLIGHT=2")
+	const n = 60
+	s.sendMany("solo", n)
+	s.waitAllDelivered(n, 30*time.Second, 0)
+	if got := b.mostInOneSecond(); got > 25 {
+		t.Errorf("%d requests started within one second; the limit is 20/s with a burst of 5", got)
+	}
+	if got := b.most.Load(); got > 2 {
+		t.Errorf("%d requests in flight at once; the bound is 2", got)
+	}
+	if v := s.metric(0, "whguard_redis_up"); v != -1 {
+		t.Errorf("whguard_redis_up exported without Redis: %v", v)
+	}
+}
+
+// TestE2ERedisOutage: Redis stops while events arrive. Senders are still
+// acknowledged, nothing is sent (so nothing past a limit), whguard_redis_up
+// is 0 and each replica warns once; once Redis is back the backlog drains,
+// nothing lost, within the limit.
+func TestE2ERedisOutage(t *testing.T) {
+	t.Parallel()
+	rd := startRedis(t)
+	b := newProbeBackend(t, 5*time.Millisecond)
+	s := newProtectedSet(t, 2, b, "WHGUARD_REDIS_URL="+rd.url(), "WHGUARD_BACKEND_RATE_LIMIT=20/s", "WHGUARD_BACKEND_RATE_BURST=5")
+	s.sendMany("before", 20)
+	waitFor(t, 20*time.Second, "the first events delivered", func() bool { n, _ := b.delivered(); return n >= 10 })
+	rd.stop()
+	time.Sleep(time.Second) // the deliveries allowed before the stop finish
+	calls := b.calls.Load()
+	s.sendMany("during", 40) // acknowledged with Redis down
+	time.Sleep(3 * time.Second)
+	if got := b.calls.Load() - calls; got != 0 {
+		t.Errorf("backend called %d times while Redis was down: the limit could not be checked", got)
+	}
+	for i := range s.replicas {
+		if v := s.metric(i, "whguard_redis_up"); v != 0 {
+			t.Errorf("replica %d: whguard_redis_up = %v during the outage", i, v)
+		}
+		if n := strings.Count(s.replicas[i].p.out.String(), "redis unreachable"); n != 1 {
+			t.Errorf("replica %d warned %d times of one outage, want once", i, n)
+		}
+	}
+	if s.heldTotal("redis_unavailable", 0, 1) == 0 {
+		t.Error("no delivery counted as held for redis_unavailable")
+	}
+	rd.start()
+	s.waitAllDelivered(60, 60*time.Second, 0)
+	if got := b.mostInOneSecond(); got > 25 {
+		t.Errorf("%d requests started within one second; the limit is 20/s with a burst of 5", got)
+	}
+	waitFor(t, 10*time.Second, "whguard_redis_up back to 1", func() bool { return s.metric(0, "whguard_redis_up") == 1 })
+}
+
+// TestE2ESigkillOneReplica: one of three replicas is killed (SIGKILL)
+// while deliveries flow under MAX_IN_FLIGHT=3. No acknowledged event is
+// lost, the bound is never passed (the dead replica's slots block until
+// they expire, then come back), and the events it had in flight are the
+// only ones that may reach the backend twice.
+func TestE2ESigkillOneReplica(t *testing.T) {
+	t.Parallel()
+	rd := startRedis(t)
+	b := newProbeBackend(t, 100*time.Millisecond)
+	s := newProtectedSet(t, 3, b, "WHGUARD_REDIS_URL="+rd.url(), "WHGUARD_BACKEND_MAX_IN_FLIGHT=3")
+	const n = 150
+	s.sendMany("kill", n)
+	waitFor(t, 20*time.Second, "deliveries under way", func() bool { return b.calls.Load() >= 30 })
+	_ = s.replicas[0].p.cmd.Process.Signal(syscall.SIGKILL)
+	_ = s.replicas[0].p.wait(t, 10*time.Second)
+	s.waitAllDelivered(n, 90*time.Second, 1)
+	if got := b.most.Load(); got > 3 {
+		t.Errorf("%d requests in flight at once; the bound is 3", got)
+	}
+	_, twice := b.delivered()
+	// At most what the killed replica had in flight (3) and being recorded.
+	if twice > 6 {
+		t.Errorf("%d events delivered twice after one SIGKILL", twice)
+	}
+	t.Logf("after SIGKILL of one replica: %d of %d events delivered twice, at most %d in flight", twice, n, b.most.Load())
+}
+
+// backendsView is GET /api/backends, as far as the tests read it.
+type backendsView struct {
+	Backends []struct {
+		Backend string `json:"backend"`
+		Breaker string `json:"breaker"`
+		Paused  *struct {
+			Reason string `json:"reason"`
+		} `json:"paused"`
+		Waiting int `json:"waiting"`
+	} `json:"backends"`
+}
+
+func (s *protectedSet) backendState(i int) backendsView {
+	s.t.Helper()
+	var v backendsView
+	if code := s.api(i, http.MethodGet, "/api/backends", "", &v); code != 200 || len(v.Backends) != 1 {
+		s.t.Fatalf("GET /api/backends on replica %d: %d %+v", i, code, v)
+	}
+	return v
+}
+
+// TestE2EBreakerAcrossReplicas: with the backend down, the breaker opens
+// for all three replicas; the attempts fall to about one probe per
+// cooldown for all of them together; the API and the metrics show it
+// open; nothing goes dead though the outage outlasts the retry schedule;
+// once the backend is back one probe closes it and everything is
+// delivered.
+func TestE2EBreakerAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	rd := startRedis(t)
+	b := newProbeBackend(t, 0)
+	b.down.Store(true)
+	s := newProtectedSet(t, 3, b, "WHGUARD_REDIS_URL="+rd.url(),
+		"WHGUARD_BREAKER_MIN_ATTEMPTS=5", "WHGUARD_BREAKER_WINDOW=10s", "WHGUARD_BREAKER_COOLDOWN=1s",
+		"WHGUARD_RETRY_MAX_ATTEMPTS=6")
+	const n = 30
+	s.sendMany("brk", n)
+	waitFor(t, 20*time.Second, "the breaker open on every replica", func() bool {
+		for i := range s.replicas {
+			if s.backendState(i).Backends[0].Breaker == "closed" {
+				return false
+			}
+		}
+		return true
+	})
+	if v := s.metric(1, `whguard_backend_breaker_state{backend="`+s.backendState(1).Backends[0].Backend+`"}`); v < 1 {
+		t.Errorf("whguard_backend_breaker_state = %v with the breaker open", v)
+	}
+	calls := b.calls.Load()
+	time.Sleep(4 * time.Second)
+	// Probes after 1 s, then 2 s later (the cooldown doubles): 2, for all
+	// three replicas together; 4 leaves room for timing.
+	if got := b.calls.Load() - calls; got > 4 {
+		t.Errorf("%d attempts in 4 s with the breaker open, want about one per cooldown for all replicas", got)
+	}
+	if s.heldTotal("breaker", 0, 1, 2) == 0 {
+		t.Error("no delivery counted as held for breaker")
+	}
+	b.down.Store(false)
+	s.waitAllDelivered(n, 60*time.Second, 0)
+	waitFor(t, 5*time.Second, "the breaker closed", func() bool { return s.backendState(2).Backends[0].Breaker == "closed" })
+}
+
+// TestE2EPauseAcrossReplicasAndRestarts: a pause made on one replica stops
+// all of them within 2 s and survives a restart; resume delivers the
+// backlog at the configured rate.
+func TestE2EPauseAcrossReplicasAndRestarts(t *testing.T) {
+	t.Parallel()
+	rd := startRedis(t)
+	b := newProbeBackend(t, 0)
+	s := newProtectedSet(t, 3, b, "WHGUARD_REDIS_URL="+rd.url(), "WHGUARD_BACKEND_RATE_LIMIT=20/s", "WHGUARD_BACKEND_RATE_BURST=5")
+	origin := "http://" + strings.TrimPrefix(b.srv.URL, "http://")
+	if code := s.api(0, http.MethodPost, "/api/backends/pause", `{"backend":"`+origin+`","reason":"deploy"}`, nil); code != 200 {
+		t.Fatalf("pause: %d", code)
+	}
+	time.Sleep(2 * time.Second) // every replica has it by now
+	s.sendMany("pz", 40, 1, 2)
+	// A restart of a replica keeps the pause.
+	r := s.replicas[1]
+	_ = r.p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = r.p.wait(t, 15*time.Second)
+	s.startReplica(r)
+	time.Sleep(2 * time.Second)
+	if got := b.calls.Load(); got != 0 {
+		t.Fatalf("backend called %d times while paused", got)
+	}
+	v := s.backendState(1)
+	if v.Backends[0].Paused == nil || v.Backends[0].Paused.Reason != "deploy" || v.Backends[0].Waiting != 40 {
+		t.Fatalf("backends after a restart while paused: %+v", v.Backends[0])
+	}
+	if got := s.metric(2, `whguard_backend_paused{backend="`+origin+`"}`); got != 1 {
+		t.Errorf("whguard_backend_paused = %v", got)
+	}
+	resumed := time.Now()
+	if code := s.api(2, http.MethodPost, "/api/backends/resume", `{"backend":"`+origin+`","reason":"deployed"}`, nil); code != 200 {
+		t.Fatalf("resume: %d", code)
+	}
+	s.waitAllDelivered(40, 30*time.Second, 0)
+	// 40 events at 20/s with a burst of 5: not before about 1.7 s.
+	if took := time.Since(resumed); took < 1500*time.Millisecond {
+		t.Errorf("backlog of 40 delivered in %s after resume: faster than 20/s", took)
+	}
+	if got := b.mostInOneSecond(); got > 25 {
+		t.Errorf("%d requests started within one second after resume; the limit is 20/s with a burst of 5", got)
+	}
+}
