@@ -57,6 +57,15 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 // serveWith is serve, calling listening (when not nil) with the bound
 // ingress and admin addresses once both listen (the demo binds port 0).
 func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func(ingress, admin string)) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Before anything starts: a Redis that does not answer is a start-up
+	// error, returned with nothing left running.
+	gov, closeGov, err := newGovernor(ctx, cfg, reg, log.Named("governor"))
+	if err != nil {
+		return err
+	}
+	defer closeGov()
 	j, listen, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -73,8 +82,6 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		}
 	}()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes})
@@ -89,11 +96,6 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		}
 		targets[p.name] = t
 	}
-	gov, closeGov, err := newGovernor(ctx, cfg, reg, log.Named("governor"))
-	if err != nil {
-		return err
-	}
-	defer closeGov()
 	fwd, err := forwarder.New(forwarder.Config{
 		Governor:    gov,
 		Store:       j,
