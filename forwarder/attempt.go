@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -19,6 +20,9 @@ type job struct {
 	d        journal.Delivery
 	recordBy time.Time
 	claimed  bool
+	// pre is the governor's answer given when the row was leased with
+	// others (govern.go, preAdmit); nil: ask when the attempt starts.
+	pre *governor.Decision
 }
 
 // Reasons a delivery is held without being attempted (Summary.Held, and
@@ -86,6 +90,7 @@ func (f *Forwarder) deliver(j job) {
 	if p, paused := f.pausedFor(d.Provider); paused {
 		// Not an attempt: held until the pause ends (Resume makes it due).
 		defer f.freeSlot(j)
+		f.unadmitPre(j)
 		log.Debug("delivery paused", zap.String("pause", p.Kind+" "+p.Name))
 		f.hold(d, f.cfg.PauseHold, journal.HoldPaused, true)
 		return

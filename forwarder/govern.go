@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/journal"
 )
 
 const (
@@ -33,10 +34,17 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 		return a, true
 	}
 	counted := false
+	pre := j.pre
 	for {
-		ctx, cancel := context.WithTimeout(f.aborted, governorTimeout)
-		dec, err := g.Acquire(ctx, a)
-		cancel()
+		var dec governor.Decision
+		var err error
+		if pre != nil {
+			dec, pre = *pre, nil // decided with the rows leased together
+		} else {
+			ctx, cancel := context.WithTimeout(f.aborted, governorTimeout)
+			dec, err = g.Acquire(ctx, a)
+			cancel()
+		}
 		switch {
 		case f.aborted.Err() != nil:
 			defer f.freeSlot(j)
@@ -88,4 +96,55 @@ func (f *Forwarder) unadmit(a governor.Ask, sent bool, status int) {
 	if err != nil {
 		f.log.Debug("release in-flight slot failed; it expires by itself", zap.String("backend", a.Backend), zap.Error(err))
 	}
+}
+
+// batchGovernor is a governor that decides several deliveries in one
+// call (one Redis round trip).
+type batchGovernor interface {
+	AcquireBatch(ctx context.Context, asks []governor.Ask) ([]governor.Decision, error)
+}
+
+// preAdmit asks the governor about leased rows together, one call per
+// provider with two rows or more, and returns each row's answer (nil:
+// ask when its attempt starts, as after a failed call).
+func (f *Forwarder) preAdmit(leased []journal.Delivery) []*governor.Decision {
+	bg, ok := f.cfg.Governor.(batchGovernor)
+	if !ok || len(leased) < 2 {
+		return nil
+	}
+	byProvider := map[string][]int{}
+	for i, d := range leased {
+		if _, ok := f.cfg.Targets[d.Provider]; ok {
+			byProvider[d.Provider] = append(byProvider[d.Provider], i)
+		}
+	}
+	out := make([]*governor.Decision, len(leased))
+	for p, idx := range byProvider {
+		if len(idx) < 2 {
+			continue
+		}
+		asks := make([]governor.Ask, len(idx))
+		for k, i := range idx {
+			asks[k] = governor.Ask{Backend: f.origins[p], Provider: p, Token: leased[i].LeaseToken.String()}
+		}
+		ctx, cancel := context.WithTimeout(f.aborted, governorTimeout)
+		ds, err := bg.AcquireBatch(ctx, asks)
+		cancel()
+		if err != nil {
+			continue // each asks alone, and is held if that fails too
+		}
+		for k, i := range idx {
+			out[i] = &ds[k]
+		}
+	}
+	return out
+}
+
+// unadmitPre gives back what j's batch answer took, when j will not be
+// sent after all (paused, or handed back before it had a slot).
+func (f *Forwarder) unadmitPre(j job) {
+	if j.pre == nil || !j.pre.Allowed {
+		return
+	}
+	f.unadmit(governor.Ask{Backend: f.origins[j.d.Provider], Provider: j.d.Provider, Token: j.d.LeaseToken.String()}, false, 0)
 }

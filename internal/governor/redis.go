@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/internal/groupcommit"
 )
 
 // RedisClient is the part of go-redis the governor uses.
@@ -48,6 +50,9 @@ type Redis struct {
 	bmu      sync.Mutex
 	breakers map[string]*knownBreaker
 	probes   map[string]string // token → backend
+
+	// releases batches slot releases (batch.go).
+	releases *groupcommit.Group[Ask, struct{}]
 }
 
 // RedisOptions are the optional parts of a Redis governor.
@@ -71,6 +76,7 @@ func NewRedis(cfg Config, client RedisClient, opt RedisOptions) (*Redis, error) 
 	for _, b := range cfg.Backends {
 		r.breakers[b] = &knownBreaker{}
 	}
+	r.releases = r.newReleases()
 	if r.prefix == "" {
 		r.prefix = "whguard:"
 	}
@@ -193,10 +199,6 @@ func (r *Redis) limit(ctx context.Context, a Ask) (Decision, error) {
 	return d, nil
 }
 
-// releaseScript removes a slot: KEYS[1] the in-flight set, ARGV[1] the
-// token.
-var releaseScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
-
 // Release gives back what a's allowed delivery took without an outcome
 // (it was not sent after all): its slot, and its probe if it was one.
 // When Redis does not answer, both expire on their own after SlotTTL.
@@ -218,11 +220,8 @@ func (r *Redis) releaseSlot(ctx context.Context, a Ask) error {
 	if r.cfg.MaxInFlight <= 0 || !r.cfg.Limits(a.Provider) {
 		return nil
 	}
-	err := releaseScript.Run(ctx, r.client, []string{r.key(a.Backend, "inflight")}, a.Token).Err()
-	if err = r.observe(err); err != nil {
-		return fmt.Errorf("release slot on %s: %w", a.Backend, err)
-	}
-	return nil
+	_, err := r.releases.Do(ctx, []Ask{a})
+	return err
 }
 
 // InFlight counts the unexpired slots held on backend.

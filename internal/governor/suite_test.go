@@ -26,6 +26,7 @@ func TestMain(m *testing.M) {
 // governor is what the suite tests; both implementations have it.
 type governor interface {
 	Acquire(ctx context.Context, a Ask) (Decision, error)
+	AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error)
 	Release(ctx context.Context, a Ask) error
 	Finish(ctx context.Context, a Ask, o Outcome) error
 	BreakerStates() map[string]BreakerState
@@ -113,6 +114,7 @@ var suite = []struct {
 	{"a full backend spends no rate", testInFlightSpendsNoRate},
 	{"concurrent asks never pass the rate", testConcurrentRate},
 	{"breaker opens, probes, closes", testBreakerOpensProbesCloses},
+	{"a batch grants what singles would", testBatch},
 	{"a probe held by a limit is given up", testProbeHeldByALimitIsGivenUp},
 }
 
@@ -451,5 +453,48 @@ func TestRedisBreakerShared(t *testing.T) {
 	d1 := mustAcquire(t, gs[1], ask(b, "p", 12))
 	if d0.Allowed == d1.Allowed {
 		t.Fatalf("probes after the cooldown: %+v and %+v, want exactly one", d0, d1)
+	}
+}
+
+func testBatch(t *testing.T, build func(Config) governor) {
+	b := "http://b:80"
+	g := build(Config{Backend: Limit{Rate: Rate{N: 10, Per: time.Second}, Burst: 3}, MaxInFlight: 4, SlotTTL: time.Minute})
+	asks := make([]Ask, 5)
+	for i := range asks {
+		asks[i] = ask(b, "p", i)
+	}
+	ds, err := g.AcquireBatch(ctx, asks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range ds {
+		switch {
+		case i < 3 && !d.Allowed:
+			t.Fatalf("ask %d of a batch within the burst of 3 held: %+v", i, d)
+		case i >= 3 && (d.Allowed || d.Reason != HoldRate || d.RetryAfter <= 0 || d.RetryAfter > 100*time.Millisecond):
+			t.Fatalf("ask %d past the burst: %+v, want held for rate within one interval", i, d)
+		}
+	}
+	if d := mustAcquire(t, g, ask(b, "p", 10)); d.Allowed {
+		t.Fatal("a single ask allowed after a batch spent the burst")
+	}
+	if n, _ := g.InFlight(ctx, b); n != 3 {
+		t.Fatalf("%d slots taken by a batch of 3 grants", n)
+	}
+	time.Sleep(350 * time.Millisecond) // 3 more tokens
+	ds, err = g.AcquireBatch(ctx, []Ask{ask(b, "p", 20), ask(b, "p", 21), ask(b, "p", 22)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ds[0].Allowed || ds[1].Allowed || ds[1].Reason != HoldInFlight || ds[2].Reason != HoldInFlight {
+		t.Fatalf("batch with one slot left: %+v", ds)
+	}
+	for _, i := range []int{0, 1, 2, 20} {
+		if err := g.Finish(ctx, ask(b, "p", i), Succeeded); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, _ := g.InFlight(ctx, b); n != 0 {
+		t.Fatalf("%d slots left after every holder finished", n)
 	}
 }
