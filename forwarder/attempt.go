@@ -111,7 +111,6 @@ func (f *Forwarder) deliver(j job) {
 		f.release(d)
 		return
 	}
-	f.unadmit(ask, true, res.status)
 	dec := f.cfg.Policy.Decide(d.BudgetAttempt, res.status, res.retryAfter, f.cfg.Now(), f.cfg.Rand)
 	fin := journal.Finish{
 		ID: d.ID, LeaseToken: d.LeaseToken, Status: journal.Status(dec.Outcome),
@@ -135,6 +134,10 @@ func (f *Forwarder) deliver(j job) {
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
 	f.toRecord(j)
 	defer f.recorded()
+	// After the slot is handed over: the next delivery starts while the
+	// governor's slot goes back (a batched Redis call) and the outcome is
+	// written.
+	f.unadmit(ask, true, res.status)
 	switch dec.Outcome {
 	case OutcomeDone:
 		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))
