@@ -124,7 +124,9 @@ func (r *Redis) breakerCheck(ctx context.Context, a Ask) (ok bool, wait time.Dur
 	switch {
 	case state == BreakerClosed:
 		return true, 0, nil
-	case state == BreakerOpen && now.Before(until):
+	case state != BreakerClosed && now.Before(until):
+		// Open until its cooldown ends, or half-open while a probe is
+		// out: known without asking.
 		return false, until.Sub(now), nil
 	}
 	res, err := breakerProbeScript.Run(ctx, r.client, []string{r.key(a.Backend, "breaker")}, a.Token, r.cfg.SlotTTL.Microseconds()).Slice()
@@ -140,11 +142,14 @@ func (r *Redis) breakerCheck(ctx context.Context, a Ask) (ok bool, wait time.Dur
 	defer r.bmu.Unlock()
 	kb = r.known(a.Backend)
 	kb.state = BreakerState(st)
-	if kb.state == BreakerOpen {
-		kb.until = time.Now().Add(wait)
-	}
-	if allowed == 1 && kb.state == BreakerHalfOpen {
+	switch {
+	case allowed == 1 && kb.state == BreakerHalfOpen:
+		// This delivery is the probe; the others here wait for its
+		// outcome (or ask again in a second).
 		r.probes[a.Token] = a.Backend
+		kb.until = time.Now().Add(time.Second)
+	case kb.state != BreakerClosed:
+		kb.until = time.Now().Add(wait)
 	}
 	return allowed == 1, wait, nil
 }
