@@ -52,6 +52,12 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 		}
 		return out, nil
 	}
+	if !r.Up() {
+		// During an outage the fetcher does not wait for a batch that
+		// will fail: each delivery asks alone (finding out when Redis is
+		// back) and is held meanwhile.
+		return nil, fmt.Errorf("acquire %d deliveries to %s: redis unavailable", len(asks), a.Backend)
+	}
 	rks := rateKeys(r.cfg, a)
 	keys := make([]string, 1, 1+len(rks))
 	keys[0] = r.key(a.Backend, "inflight")
