@@ -29,10 +29,10 @@ var _ RedisClient = (*redis.Client)(nil)
 //
 // The script does what redis_rate's GCRA and asynq's semaphore do, in one
 // round trip and with nothing spent unless every check passes: a rate
-// token is not taken for a delivery the in-flight bound turns down (one of
-// the mistakes the shapes we studied make is spending the token before a
-// later check refuses). That is why it is our own script rather than
-// redis_rate followed by a second call.
+// token is not taken for a delivery the in-flight bound turns down (Convoy,
+// for one, spends its rate token before its breaker check refuses). That
+// is why it is our own script rather than redis_rate followed by a second
+// call; the cost of a partial grant is floored, not charged as a fraction.
 type Redis struct {
 	cfg    Config
 	client RedisClient
