@@ -246,6 +246,9 @@ type Forwarder struct {
 	sending map[string]*atomic.Int32
 	// pauses is the pauses in force as last read (pause.go).
 	pauses atomic.Pointer[pauseSet]
+	// governorWaits counts the deliveries waiting in memory for the
+	// governor (govern.go).
+	governorWaits atomic.Int32
 
 	admission
 	pool

@@ -34,6 +34,7 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 		return a, true
 	}
 	counted := false
+	waited := time.Duration(0)
 	pre := j.pre
 	for {
 		var dec governor.Decision
@@ -64,16 +65,37 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 			f.cfg.Metrics.held(d.Provider, dec.Reason)
 			counted = true
 		}
-		if dec.RetryAfter > maxMemoryHold || f.cfg.Now().Add(dec.RetryAfter+f.cfg.Timeout).After(j.recordBy) {
+		// Waiting here keeps a delivery slot: at most maxMemoryHold in
+		// all for one delivery, and by at most half the slots at once, so
+		// that a limited backend cannot take every slot from the others.
+		if waited+dec.RetryAfter > maxMemoryHold || f.cfg.Now().Add(dec.RetryAfter+f.cfg.Timeout).After(j.recordBy) ||
+			!f.startMemoryWait() {
 			defer f.freeSlot(j)
 			f.hold(d, dec.RetryAfter, dec.Reason, false)
 			return a, false
 		}
+		waited += dec.RetryAfter
 		t := time.NewTimer(dec.RetryAfter)
 		select {
 		case <-t.C:
 		case <-f.aborted.Done():
 			t.Stop()
+		}
+		f.governorWaits.Add(-1)
+	}
+}
+
+// startMemoryWait takes one of the places for deliveries waiting in
+// memory for the governor (half the delivery slots), or reports none is
+// free.
+func (f *Forwarder) startMemoryWait() bool {
+	for {
+		n := f.governorWaits.Load()
+		if int(n) >= max(1, cap(f.slots)/2) {
+			return false
+		}
+		if f.governorWaits.CompareAndSwap(n, n+1) {
+			return true
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -221,6 +222,8 @@ func TestBreakerDuringAnOutage(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+		// Attempts admitted just before it opened may still arrive.
+		time.Sleep(100 * time.Millisecond)
 		opened := be.calls.Load()
 		time.Sleep(1500 * time.Millisecond)
 		// Cooldowns of 300, 600 ms: two probes in 1.5 s (a third at most).
@@ -241,6 +244,57 @@ func TestBreakerDuringAnOutage(t *testing.T) {
 		}
 		if s := gov.BreakerStates()[backend]; s != governor.BreakerClosed {
 			t.Errorf("breaker %s after delivery, want closed", s)
+		}
+	})
+}
+
+// slowProvider holds provider "slow" for 900 ms at every ask, forever,
+// and allows the others.
+type slowProvider struct{ scriptedGovernor }
+
+func (s *slowProvider) Acquire(_ context.Context, a governor.Ask) (governor.Decision, error) {
+	if a.Provider == "slow" {
+		return governor.Decision{Reason: governor.HoldRate, RetryAfter: 900 * time.Millisecond}, nil
+	}
+	return governor.Decision{Allowed: true}, nil
+}
+
+// TestALimitedProviderCannotTakeEverySlot: deliveries a limit keeps
+// holding wait in memory at most a second in all, and in at most half the
+// slots; the rest go to the journal. Another provider's events, behind a
+// backlog of the limited one, are delivered at once (they waited as long
+// as the lease allowed, holding every slot, before).
+func TestALimitedProviderCannotTakeEverySlot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		rec, srv := newRecorder(t)
+		ctx := context.Background()
+		for i := range 8 {
+			if _, err := j.Append(ctx, []journal.Event{{Provider: "slow", EventID: "s" + string(rune('a'+i)), ContentHash: "h",
+				Headers: http.Header{}, Body: []byte("{}"), Path: "/webhooks/slow"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ids []int64
+		for i := range 3 {
+			ids = append(ids, appendEvent(t, j, "fast-"+string(rune('a'+i))))
+		}
+		start := time.Now()
+		startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = &slowProvider{}
+			c.Concurrency = 2
+			c.Targets = map[string]forwarder.Target{"acme": {BackendURL: srv.URL}, "slow": {BackendURL: srv.URL}}
+		})
+		for _, id := range ids {
+			waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("the other provider's 3 events took %s behind a held backlog", took)
+		}
+		for _, r := range rec.requests() {
+			if strings.Contains(r.uri, "slow") {
+				t.Fatalf("a held delivery reached the backend: %s", r.uri)
+			}
 		}
 	})
 }
