@@ -67,6 +67,13 @@ func newProbeBackend(t *testing.T, delay time.Duration) *probeBackend {
 	return b
 }
 
+// jitterAllowance is added to the limit plus the burst when counting the
+// requests of one second at the backend: the limiter grants on Redis's
+// clock, at most limit+burst in any second, but the requests reach the
+// backend a few milliseconds after their grant, not all equally late, so
+// two can land closer together than they were granted.
+const jitterAllowance = 2
+
 // mostInOneSecond is the largest number of requests started within any
 // one-second window.
 func (b *probeBackend) mostInOneSecond() int {
@@ -330,7 +337,7 @@ func TestE2ELimitsSharedAcrossReplicas(t *testing.T) {
 	s.sendMany("lim", n)
 	s.waitAllDelivered(n, 60*time.Second, 0)
 	took := time.Since(start)
-	if got := b.mostInOneSecond(); got > 60 {
+	if got := b.mostInOneSecond(); got > 60+jitterAllowance {
 		t.Errorf("%d requests started within one second; the limit is 50/s with a burst of 10", got)
 	}
 	if got := b.most.Load(); got > 3 {
@@ -362,7 +369,7 @@ func TestE2ELimitsInOneProcessWithoutRedis(t *testing.T) {
 	const n = 60
 	s.sendMany("solo", n)
 	s.waitAllDelivered(n, 30*time.Second, 0)
-	if got := b.mostInOneSecond(); got > 25 {
+	if got := b.mostInOneSecond(); got > 25+jitterAllowance {
 		t.Errorf("%d requests started within one second; the limit is 20/s with a burst of 5", got)
 	}
 	if got := b.most.Load(); got > 2 {
@@ -405,7 +412,7 @@ func TestE2ERedisOutage(t *testing.T) {
 	}
 	rd.start()
 	s.waitAllDelivered(60, 60*time.Second, 0)
-	if got := b.mostInOneSecond(); got > 25 {
+	if got := b.mostInOneSecond(); got > 25+jitterAllowance {
 		t.Errorf("%d requests started within one second; the limit is 20/s with a burst of 5", got)
 	}
 	waitFor(t, 10*time.Second, "whguard_redis_up back to 1", func() bool { return s.metric(0, "whguard_redis_up") == 1 })
@@ -540,7 +547,7 @@ func TestE2EPauseAcrossReplicasAndRestarts(t *testing.T) {
 	if took := time.Since(resumed); took < 1500*time.Millisecond {
 		t.Errorf("backlog of 40 delivered in %s after resume: faster than 20/s", took)
 	}
-	if got := b.mostInOneSecond(); got > 25 {
+	if got := b.mostInOneSecond(); got > 25+jitterAllowance {
 		t.Errorf("%d requests started within one second after resume; the limit is 20/s with a burst of 5", got)
 	}
 }
