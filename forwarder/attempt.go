@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -19,21 +20,31 @@ type job struct {
 	d        journal.Delivery
 	recordBy time.Time
 	claimed  bool
+	// pre is the governor's answer given when the row was leased with
+	// others (govern.go, preAdmit); nil: ask when the attempt starts.
+	pre *governor.Decision
 }
 
 // Reasons a delivery is held without being attempted (Summary.Held, and
-// the reason label of whguard_deliveries_held_total).
+// the reason label of whguard_deliveries_held_total); the governor adds
+// its own (internal/governor: rate, in_flight, breaker, redis_unavailable).
 const (
 	// HoldNoBackend: no backend is configured for the event's provider.
 	HoldNoBackend = "no_backend"
 )
 
 // hold hands d's lease back without spending its attempt, due again after
-// wait, and counts why.
-func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string) {
+// wait, and counts why unless the hold was already counted.
+func (f *Forwarder) hold(d journal.Delivery, wait time.Duration, reason string, count bool) {
 	ctx, cancel := f.handBackContext()
 	defer cancel()
-	f.cfg.Metrics.held(d.Provider, reason)
+	if count {
+		f.cfg.Metrics.held(d.Provider, reason)
+	}
+	if wait < f.cfg.PollInterval {
+		// Due before the next poll: look for it when it is due.
+		defer time.AfterFunc(wait, f.Wake)
+	}
 	f.log.Debug("delivery held", zap.Int64("id", d.ID), zap.String("provider", d.Provider), zap.String("reason", reason))
 	if _, err := f.cfg.Store.Hold(ctx, []journal.Hold{{ID: d.ID, LeaseToken: d.LeaseToken, For: wait, Reason: reason}}); err != nil {
 		f.log.Warn("hold delivery failed; the reaper will return it", zap.Int64("id", d.ID), zap.Error(err))
@@ -73,13 +84,29 @@ func (f *Forwarder) deliver(j job) {
 		// configuration: not an attempt. The event waits in the journal,
 		// shown as held, and goes out once a replica has a target for it.
 		defer f.freeSlot(j)
-		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend)
+		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend, true)
 		return
 	}
+	if p, paused := f.pausedFor(d.Provider); paused {
+		// Not an attempt: held until the pause ends (Resume makes it due).
+		defer f.freeSlot(j)
+		f.unadmitPre(j)
+		log.Debug("delivery paused", zap.String("pause", p.Kind+" "+p.Name))
+		f.hold(d, f.cfg.PauseHold, journal.HoldPaused, true)
+		return
+	}
+	ask, ok := f.admit(j)
+	if !ok {
+		return // held, or interrupted; the slot is free
+	}
+	sending := f.sending[f.origins[d.Provider]]
+	sending.Add(1)
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	sending.Add(-1)
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
+		f.unadmit(ask, false, 0)
 		defer f.freeSlot(j)
 		f.release(d)
 		return
@@ -107,6 +134,10 @@ func (f *Forwarder) deliver(j job) {
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
 	f.toRecord(j)
 	defer f.recorded()
+	// After the slot is handed over: the next delivery starts while the
+	// governor's slot goes back (a batched Redis call) and the outcome is
+	// written.
+	f.unadmit(ask, true, res.status)
 	switch dec.Outcome {
 	case OutcomeDone:
 		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))

@@ -88,9 +88,16 @@ func (f *Forwarder) fetchOnce() bool {
 	f.backlog.Store(len(leased) == n)
 	// Outcomes are retried until shortly before the lease expires.
 	recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
-	for _, d := range leased {
+	// Rows leased together are admitted together: one governor call per
+	// provider instead of one per row.
+	pre := f.preAdmit(leased)
+	for i, d := range leased {
 		f.inflight.Add(1)
-		f.startLeased(job{d: d, recordBy: recordBy})
+		j := job{d: d, recordBy: recordBy}
+		if pre != nil {
+			j.pre = pre[i]
+		}
+		f.startLeased(j)
 	}
 	return len(leased) == n
 }

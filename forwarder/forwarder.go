@@ -25,11 +25,13 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/internal/groupcommit"
 	"github.com/whguard/whguard/journal"
 )
@@ -43,9 +45,31 @@ type Store interface {
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (journal.Stats, error)
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (journal.Cleaned, error)
+	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
+	Resume(ctx context.Context, kind, name string) (bool, error)
+	Pauses(ctx context.Context) ([]journal.Pause, error)
 }
 
 var _ Store = (*journal.Postgres)(nil)
+
+// Governor decides whether a delivery may start now (internal/governor:
+// rate limits, in-flight bounds, shared through Redis or kept in process).
+type Governor interface {
+	// Acquire says whether the delivery may start, or why not and when
+	// to ask again. An error means the shared state did not answer.
+	Acquire(ctx context.Context, a governor.Ask) (governor.Decision, error)
+	// Finish gives back what an allowed delivery took once its attempt
+	// ended with o, and counts o for the backend's breaker.
+	Finish(ctx context.Context, a governor.Ask, o governor.Outcome) error
+	// Release gives back what an allowed delivery took when it was not
+	// sent after all (interrupted by shutdown).
+	Release(ctx context.Context, a governor.Ask) error
+}
+
+var (
+	_ Governor = (*governor.Local)(nil)
+	_ Governor = (*governor.Redis)(nil)
+)
 
 // Target says where one provider's events go.
 type Target struct {
@@ -89,6 +113,8 @@ const (
 	DefaultCleanupEvery     = time.Minute
 	// DefaultNoBackendHold: see Config.NoBackendHold.
 	DefaultNoBackendHold = time.Minute
+	// DefaultUnavailableHold: see Config.UnavailableHold.
+	DefaultUnavailableHold = time.Second
 )
 
 // Config configures a Forwarder. Zero fields take the defaults above.
@@ -124,6 +150,18 @@ type Config struct {
 	// waits before it is looked at again (a replica with a target for it
 	// may be running by then).
 	NoBackendHold time.Duration
+	// Governor, when set, is asked before each attempt of a provider it
+	// limits; a delivery it turns down is held, not attempted. Nil means
+	// no limits.
+	Governor Governor
+	// UnavailableHold is how long a delivery waits when the governor's
+	// shared state does not answer.
+	UnavailableHold time.Duration
+	// PauseInterval is how often the pauses are read from the journal.
+	PauseInterval time.Duration
+	// PauseHold is how long a paused delivery is held (a resume makes it
+	// due at once).
+	PauseHold time.Duration
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -156,6 +194,9 @@ func (c *Config) withDefaults() error {
 	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
 	c.NoBackendHold = cmp.Or(c.NoBackendHold, DefaultNoBackendHold)
+	c.UnavailableHold = cmp.Or(c.UnavailableHold, DefaultUnavailableHold)
+	c.PauseInterval = cmp.Or(c.PauseInterval, DefaultPauseInterval)
+	c.PauseHold = cmp.Or(c.PauseHold, DefaultPauseHold)
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
 	}
@@ -201,6 +242,13 @@ type Forwarder struct {
 	// origins maps each provider with a target to its backend's origin
 	// (scheme://host:port), for logs and the start-up probe.
 	origins map[string]string
+	// sending counts this process's requests in flight per origin.
+	sending map[string]*atomic.Int32
+	// pauses is the pauses in force as last read (pause.go).
+	pauses atomic.Pointer[pauseSet]
+	// governorWaits counts the deliveries waiting in memory for the
+	// governor (govern.go).
+	governorWaits atomic.Int32
 
 	admission
 	pool
@@ -241,8 +289,13 @@ func New(cfg Config) (*Forwarder, error) {
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
 	}
+	f.sending = map[string]*atomic.Int32{}
 	for name, t := range cfg.Targets {
-		f.origins[name] = origin(t.BackendURL)
+		o := Origin(t.BackendURL)
+		f.origins[name] = o
+		if f.sending[o] == nil {
+			f.sending[o] = new(atomic.Int32)
+		}
 	}
 	f.aborted, f.abort = context.WithCancel(context.Background())
 	cfg.Metrics.observe(f.pool.occupancy)

@@ -45,6 +45,7 @@ func (f *Forwarder) maintainers() []maintainer {
 	ms := []maintainer{
 		{name: "reap expired leases", interval: f.cfg.ReapInterval, timeout: 10 * time.Second, runOnce: f.reapOnce},
 		{name: "retention cleanup", interval: f.cfg.CleanupInterval, timeout: time.Minute, runOnce: f.cleanupOnce},
+		{name: "read pauses", interval: f.cfg.PauseInterval, timeout: f.cfg.PauseInterval, runOnce: f.refreshPauses},
 	}
 	if f.cfg.Metrics != nil {
 		ms = append(ms, maintainer{name: "refresh event gauges", interval: f.cfg.StatsInterval, timeout: 10 * time.Second, runOnce: f.statsOnce})
@@ -111,14 +112,7 @@ func (f *Forwarder) probeBackends(ctx context.Context) {
 		if err != nil || u.Host == "" {
 			continue
 		}
-		port := u.Port()
-		if port == "" {
-			port = "80"
-			if u.Scheme == "https" {
-				port = "443"
-			}
-		}
-		host := net.JoinHostPort(u.Hostname(), port)
+		host := u.Host // with its port: see Origin
 		dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", host)
 		cancel()
@@ -133,12 +127,21 @@ func (f *Forwarder) probeBackends(ctx context.Context) {
 	}
 }
 
-// origin is a backend URL's scheme://host[:port], or the URL itself when
-// it does not parse.
-func origin(raw string) string {
+// Origin is a backend URL's scheme://host:port, with the scheme's
+// default port when the URL has none (http://b and http://b:80 are one
+// backend), or the URL itself when it does not parse. It names a backend
+// in logs, limits, breakers and pauses.
+func Origin(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
 		return raw
 	}
-	return u.Scheme + "://" + u.Host
+	port := u.Port()
+	if port == "" {
+		port = "80"
+		if u.Scheme == "https" {
+			port = "443"
+		}
+	}
+	return u.Scheme + "://" + net.JoinHostPort(u.Hostname(), port)
 }

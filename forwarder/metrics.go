@@ -21,6 +21,7 @@ type Metrics struct {
 	direct     *prometheus.CounterVec
 	refused    prometheus.Counter
 	holds      *prometheus.CounterVec
+	paused     *prometheus.GaugeVec
 	// occupancy reads the forwarder's slots, outcome places and waiting
 	// claims at scrape time (set by New; nil before).
 	occupancy atomic.Pointer[func() occupancy]
@@ -65,8 +66,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	})
 	m.holds = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "whguard_deliveries_held_total",
-		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend).",
+		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend; rate, in_flight, breaker, paused, redis_unavailable: the backend protection).",
 	}, []string{"provider", "reason"})
+	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "whguard_backend_paused",
+		Help: "1 while deliveries to the backend are paused (whguard backends pause), else 0.",
+	}, []string{"backend"})
 	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
 			f := m.occupancy.Load()
@@ -88,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_claims_waiting",
 		Help: "New events claimed for delivery from memory that hold no delivery slot yet (being committed, or waiting for a slot); at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.claimsWaiting }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, inFlight, recording, claimsWaiting)
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.paused, inFlight, recording, claimsWaiting)
 	return m
 }
 
@@ -166,4 +171,19 @@ func (m *Metrics) held(provider, reason string) {
 		return
 	}
 	m.holds.WithLabelValues(provider, reason).Inc()
+}
+
+// setPaused sets whguard_backend_paused: 0 for each configured backend
+// not paused, 1 for each paused one.
+func (m *Metrics) setPaused(backends []string, paused map[string]journal.Pause) {
+	if m == nil {
+		return
+	}
+	m.paused.Reset()
+	for _, b := range backends {
+		m.paused.WithLabelValues(b).Set(0)
+	}
+	for b := range paused {
+		m.paused.WithLabelValues(b).Set(1)
+	}
 }

@@ -141,6 +141,7 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 			zap.Int64("id", j.d.ID), zap.String("provider", j.d.Provider))
 	case <-f.aborted.Done():
 	}
+	f.unadmitPre(j)
 	f.release(j.d) // before the counts below: Stop waits for it
 	if j.claimed {
 		f.Unclaim()

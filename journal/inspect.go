@@ -115,4 +115,6 @@ type Stats struct {
 	// OldestUndelivered is, per provider, the age of the oldest event not
 	// yet delivered (pending, retry or processing).
 	OldestUndelivered map[string]time.Duration
+	// Undelivered counts, per provider, the events not yet delivered.
+	Undelivered map[string]int
 }

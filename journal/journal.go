@@ -44,6 +44,10 @@ type Store interface {
 	CountReplayable(ctx context.Context, f Filter) (int, error)
 
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
+
+	Pause(ctx context.Context, p Pause) (Pause, error)
+	Resume(ctx context.Context, kind, name string) (bool, error)
+	Pauses(ctx context.Context) ([]Pause, error)
 }
 
 // Status is the delivery state of an event row (docs/delivery.md, "States

@@ -194,7 +194,7 @@ func (p *Postgres) replayIDs(ctx context.Context, ids []int64, reason string) (i
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
+	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
 	// Exact counts for the statuses that stay small (undelivered and
 	// quarantined), through the status index; done rows are most of a
 	// large journal, so their count is the planner's estimate of the table
@@ -227,7 +227,7 @@ WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
 		s.ByStatus[StatusDone] = n
 	}
 	rows, err = p.pool.Query(ctx, `
-SELECT provider, extract(epoch FROM now() - min(received_at))::float8
+SELECT provider, count(*), extract(epoch FROM now() - min(received_at))::float8
 FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	if err != nil {
 		return s, fmt.Errorf("oldest undelivered: %w", err)
@@ -236,8 +236,9 @@ FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY 
 		provider string
 		age      float64
 	)
-	if _, err := pgx.ForEachRow(rows, []any{&provider, &age}, func() error {
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &n, &age}, func() error {
 		s.OldestUndelivered[provider] = time.Duration(age * float64(time.Second))
+		s.Undelivered[provider] = n
 		return nil
 	}); err != nil {
 		return s, fmt.Errorf("oldest undelivered: %w", err)

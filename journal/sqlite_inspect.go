@@ -289,7 +289,7 @@ func (s *SQLite) replayIDs(ctx context.Context, ids []int64, reason string) (int
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
-	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}}
+	st := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
 	rows, err := s.r.QueryContext(ctx, `SELECT status, count(*) FROM whguard_events GROUP BY status`)
 	if err != nil {
 		return st, fmt.Errorf("count events: %w", err)
@@ -305,7 +305,7 @@ func (s *SQLite) Stats(ctx context.Context) (Stats, error) {
 		return st, fmt.Errorf("count events: %w", err)
 	}
 	rows, err = s.r.QueryContext(ctx, `
-SELECT provider, min(received_at) FROM whguard_events
+SELECT provider, count(*), min(received_at) FROM whguard_events
 WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	if err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
@@ -317,8 +317,9 @@ WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	)
 	if err := eachRow(rows, func() error {
 		st.OldestUndelivered[provider] = now.Sub(time.Unix(0, oldest))
+		st.Undelivered[provider] = n
 		return nil
-	}, &provider, &oldest); err != nil {
+	}, &provider, &n, &oldest); err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
 	return st, nil

@@ -40,12 +40,15 @@ type APIConfig struct {
 	// Providers are the configured provider names: a lookup by the
 	// provider's event id searches them through the journal's unique key.
 	Providers []string
+	// Backends, when set, serves /api/backends (list, pause, resume).
+	Backends BackendControl
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
-	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers}
+	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
+		control: cfg.Backends}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -58,6 +61,9 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("GET /api/events/{id}/conflicts", a.conflicts)
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
+	mux.HandleFunc("GET /api/backends", a.backends)
+	mux.HandleFunc("POST /api/backends/pause", a.pause)
+	mux.HandleFunc("POST /api/backends/resume", a.resume)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API route"})
 	})
@@ -70,6 +76,7 @@ type api struct {
 	log       *zap.Logger
 	redact    redactor
 	providers []string
+	control   BackendControl
 }
 
 var validStatus = map[journal.Status]bool{

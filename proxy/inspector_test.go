@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -161,4 +162,125 @@ func TestInspectorInBrowser(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// The inspector's backends section in a real browser: it lists a backend
+// with its state, and its buttons pause and resume it (stored through the
+// API, with the typed reason).
+func TestInspectorBackendsInBrowser(t *testing.T) {
+	t.Parallel()
+	c := &stateControl{}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c}),
+	}))
+	defer srv.Close()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	waitJS := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	row := `document.querySelector('tr.backend[data-backend="http://app:3000"]')`
+	waitJS("the backend row", `!!`+row+` && `+row+`.textContent.includes("20/s burst 20") && `+row+`.textContent.includes("open")`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.backend button.toggle`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the reason demanded", `document.getElementById("backendsMsg").textContent.includes("reason is required")`)
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("backendReason"), "deploy from the browser"),
+		chromedp.Click(chromedp.CSS(`tr.backend button.toggle`)),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the pause shown", row+`.querySelector("td.paused").textContent.includes("deploy from the browser") && `+row+`.querySelector("button.toggle").textContent === "Resume"`)
+	if got := c.last(); got != "pause backend http://app:3000: deploy from the browser" {
+		t.Fatalf("API received %q", got)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.backend button.toggle`))); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("the resume shown", row+`.querySelector("button.toggle").textContent === "Pause"`)
+	if got := c.last(); got != "resume backend http://app:3000: deploy from the browser" {
+		t.Fatalf("API received %q", got)
+	}
+}
+
+// stateControl is a BackendControl with one backend whose pause it keeps.
+type stateControl struct {
+	mu     sync.Mutex
+	paused *journal.Pause
+	calls  []string
+}
+
+func (c *stateControl) last() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.calls) == 0 {
+		return ""
+	}
+	return c.calls[len(c.calls)-1]
+}
+
+func (c *stateControl) Backends(context.Context) (any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]any{
+		"backends": []map[string]any{{"backend": "http://app:3000", "providers": []string{"stripe"}, "rate_limit": "20/s", "rate_burst": 20,
+			"max_in_flight": 4, "in_flight": 1, "breaker": "open", "paused": c.paused, "waiting": 3, "oldest_age_seconds": 12.5}},
+		"paused_providers": []journal.Pause{},
+	}, nil
+}
+
+func (c *stateControl) Pause(_ context.Context, p journal.Pause) (journal.Pause, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p.Since = time.Now()
+	c.paused = &p
+	c.calls = append(c.calls, "pause "+p.Kind+" "+p.Name+": "+p.Reason)
+	return p, nil
+}
+
+func (c *stateControl) Resume(_ context.Context, kind, name, reason string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.paused = nil
+	c.calls = append(c.calls, "resume "+kind+" "+name+": "+reason)
+	return true, nil
+}
+
+// emptyInspector is a journal with no events.
+type emptyInspector struct{ proxy.Inspector }
+
+func (emptyInspector) List(context.Context, journal.Filter) ([]journal.Summary, int64, error) {
+	return nil, 0, nil
 }

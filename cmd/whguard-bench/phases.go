@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -169,11 +170,11 @@ func (h *harness) backlog(ctx context.Context, server string) Backlog {
 
 // backlogOn is backlog on dbURL. The forward timeout is raised so the
 // deliveries held at the gate while the backlog fills do not time out.
-func (h *harness) backlogOn(ctx context.Context, server, dbURL string) Backlog {
+func (h *harness) backlogOn(ctx context.Context, server, dbURL string, extraEnv ...string) Backlog {
 	b := Backlog{Server: server}
 	n := h.opts.backlog * dupEvery / (dupEvery - 1)
 	sg := newSigner("bl")
-	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), true, "WHGUARD_FORWARD_TIMEOUT=10m")
+	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), true, append([]string{"WHGUARD_FORWARD_TIMEOUT=10m"}, extraEnv...)...)
 	if err != nil {
 		b.Failed = err.Error()
 		return b
@@ -216,5 +217,21 @@ func (h *harness) backlogOn(ctx context.Context, server, dbURL string) Backlog {
 	if b.Received < b.Events {
 		fmt.Fprintf(os.Stderr, "whguard-bench: %s backlog: %d of %d events delivered within the drain timeout\n", server, b.Received, b.Events)
 	}
+	return b
+}
+
+// backlogLimited is the backlog run of whguard-pg with limits in Redis
+// that never bind (the cost of asking: one script per delivery), labelled
+// whguard-pg-limited; compared with whguard-pg's own backlog run.
+func (h *harness) backlogLimited(ctx context.Context) Backlog {
+	dbURL, drop, err := h.database(ctx, serverWhguardPG)
+	if err != nil {
+		return Backlog{Server: serverWhguardPGLimited, Failed: err.Error()}
+	}
+	defer drop()
+	redisURL := cmp.Or(os.Getenv("TEST_REDIS_URL"), "redis://127.0.0.1:6379/0")
+	b := h.backlogOn(ctx, serverWhguardPG, dbURL, "WHGUARD_REDIS_URL="+redisURL,
+		"WHGUARD_BACKEND_RATE_LIMIT=1000000/s", "WHGUARD_BACKEND_RATE_BURST=1000000", "WHGUARD_BACKEND_MAX_IN_FLIGHT=100000")
+	b.Server = serverWhguardPGLimited
 	return b
 }

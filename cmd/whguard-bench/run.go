@@ -91,6 +91,12 @@ func run(ctx context.Context, opts options) int {
 		b := h.backlog(ctx, server)
 		progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
 		rep.Backlog = append(rep.Backlog, b)
+		if server == serverWhguardPG && ctx.Err() == nil {
+			progress("backlog: %s (limits in Redis that never bind), %d events", serverWhguardPGLimited, opts.backlog)
+			b := h.backlogLimited(ctx)
+			progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
+			rep.Backlog = append(rep.Backlog, b)
+		}
 	}
 	status := 0
 	if opts.long && ctx.Err() == nil {

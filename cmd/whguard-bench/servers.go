@@ -19,6 +19,9 @@ const (
 	serverNaive         = "naive-pg"
 	serverWhguardPG     = "whguard-pg"
 	serverWhguardSQLite = "whguard-sqlite"
+	// serverWhguardPGLimited is whguard-pg with generous limits shared in
+	// Redis: a backlog run only, for the cost of the limits.
+	serverWhguardPGLimited = "whguard-pg-limited"
 )
 
 // webhookPath is where every server under test receives webhooks.

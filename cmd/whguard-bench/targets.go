@@ -96,6 +96,20 @@ func targets(rep *Report) []Target {
 	}
 	ts = append(ts, t)
 
+	t = Target{Name: "whguard-pg deliveries/s with generous limits in Redis / without", Goal: "≥ 0.8×", Status: statusNA}
+	var limitedRate float64
+	for _, b := range rep.Backlog {
+		if b.Server == serverWhguardPGLimited && b.Failed == "" {
+			limitedRate = b.PerSec
+		}
+	}
+	if backlogRate > 0 && limitedRate > 0 {
+		x := limitedRate / backlogRate
+		t.Value = fmt.Sprintf("%.2f× (%.0f vs %.0f/s draining a backlog)", x, limitedRate, backlogRate)
+		t.Status = verdict(true, x >= 0.8)
+	}
+	ts = append(ts, t)
+
 	t = Target{Name: fmt.Sprintf("whguard-pg ack→backend p50 at %d req/s", rep.Settings.Rate), Goal: "< 10 ms", Status: statusNA}
 	if fr, ok := find(rep.FixedRate, serverWhguardPG); ok && fr.Deliveries != nil && fr.Deliveries.E2E.N > 0 {
 		t.Value = fmt.Sprintf("%.2f ms (p99 %.2f ms)", fr.Deliveries.E2E.P50, fr.Deliveries.E2E.P99)

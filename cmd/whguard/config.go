@@ -16,6 +16,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
@@ -57,6 +58,12 @@ func defaultConfig() config {
 		RetryMaxAttempts:   forwarder.DefaultMaxAttempts,
 		DedupRetention:     forwarder.DefaultKeyRetention,
 		PayloadRetention:   forwarder.DefaultPayloadRetention,
+
+		Breaker:             "on",
+		BreakerWindow:       governor.DefaultBreakerWindow,
+		BreakerMinAttempts:  governor.DefaultBreakerMinAttempts,
+		BreakerFailureRatio: governor.DefaultBreakerFailureRatio,
+		BreakerCooldown:     governor.DefaultBreakerCooldown,
 	}
 }
 
@@ -94,6 +101,24 @@ type config struct {
 	DedupRetention     time.Duration `env:"DEDUP_RETENTION"`
 	PayloadRetention   time.Duration `env:"PAYLOAD_RETENTION"`
 
+	// RedisURL, when set, holds the backend protection's state shared by
+	// every replica; unset, it is kept in process.
+	RedisURL string `env:"REDIS_URL"`
+	// BackendRateLimit is N/s, N/m or N/h per backend (parsed into
+	// backendLimit); BackendRateBurst nil takes the default.
+	BackendRateLimit   string        `env:"BACKEND_RATE_LIMIT"`
+	BackendRateBurst   *int          `env:"BACKEND_RATE_BURST"`
+	BackendMaxInFlight int           `env:"BACKEND_MAX_IN_FLIGHT"`
+	Breaker            string        `env:"BREAKER"`
+	BreakerWindow      time.Duration `env:"BREAKER_WINDOW"`
+	BreakerMinAttempts int           `env:"BREAKER_MIN_ATTEMPTS"`
+	// BreakerFailureRatio is the share of transient failures, 0 to 1.
+	BreakerFailureRatio float64       `env:"BREAKER_FAILURE_RATIO"`
+	BreakerCooldown     time.Duration `env:"BREAKER_COOLDOWN"`
+
+	// backendLimit is BackendRateLimit and BackendRateBurst, parsed.
+	backendLimit governor.Limit
+
 	providers []providerConfig
 }
 
@@ -116,6 +141,10 @@ type providerEnv struct {
 	// event id is not signed (providerConfig.bodyGuard holds the outcome).
 	BodyGuard    *bool `env:"BODY_GUARD"`
 	PreserveHost bool  `env:"PRESERVE_HOST"`
+	// RateLimit and RateBurst limit this provider's deliveries, on top of
+	// the backend's limit.
+	RateLimit string `env:"RATE_LIMIT"`
+	RateBurst *int   `env:"RATE_BURST"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -141,6 +170,8 @@ type providerConfig struct {
 	// a replay, not a new event (BODY_GUARD, defaulting to
 	// !provider.IDSigned()).
 	bodyGuard bool
+	// limit is RateLimit and RateBurst, parsed.
+	limit governor.Limit
 }
 
 // configError is one invalid setting; main exits 2 printing each.
@@ -356,6 +387,7 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	if (c.ForwardConcurrency < 1 || c.ForwardConcurrency > 1000) && !ps.failed("WHGUARD_FORWARD_CONCURRENCY") {
 		ps.addf("WHGUARD_FORWARD_CONCURRENCY", "must be from 1 to 1000, got %d", c.ForwardConcurrency)
 	}
+	c.validateProtection(ps)
 	paths := map[string]string{}
 	for i := range c.providers {
 		p := &c.providers[i]
@@ -420,6 +452,7 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	case !ps.failed("WHGUARD_BACKEND_URL"):
 		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
 	}
+	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
@@ -617,7 +650,7 @@ func typeHint(t reflect.Type) string {
 		return "a Go duration such as 30s, 5m or 1h"
 	case t.Kind() == reflect.Bool || t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool:
 		return "true or false"
-	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64:
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Int64, t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Int:
 		return "a whole number"
 	}
 	return "a " + t.String()

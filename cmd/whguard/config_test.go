@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -58,6 +60,15 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_RETRY_MAX_ATTEMPTS", "0", nil, "at least 1"},
 		{"WHGUARD_DEDUP_RETENTION", "30m", nil, "at least 1h"},
 		{"WHGUARD_PAYLOAD_RETENTION", "0s", nil, "at most WHGUARD_DEDUP_RETENTION"},
+		{"WHGUARD_REDIS_URL", "http://127.0.0.1:6379", nil, "redis://host:port/db"},
+		{"WHGUARD_BACKEND_RATE_LIMIT", "50 per second", nil, "N/s, N/m or N/h"},
+		{"WHGUARD_BACKEND_RATE_BURST", "0", []string{"WHGUARD_BACKEND_RATE_LIMIT=5/s"}, "from 1 to 1000000"},
+		{"WHGUARD_BACKEND_MAX_IN_FLIGHT", "-1", nil, "0 (no bound) or more"},
+		{"WHGUARD_BREAKER", "maybe", nil, "on or off"},
+		{"WHGUARD_BREAKER_WINDOW", "10ms", nil, "at least 1s"},
+		{"WHGUARD_BREAKER_MIN_ATTEMPTS", "0", nil, "at least 1"},
+		{"WHGUARD_BREAKER_FAILURE_RATIO", "1.5", nil, "at most 1"},
+		{"WHGUARD_BREAKER_COOLDOWN", "soon", nil, "Go duration"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},
@@ -72,6 +83,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_RESIGN", "true", nil, "signatures never expire"},
 		{"WHGUARD_X_PRESERVE_HOST", "maybe", nil, "true or false"},
 		{"WHGUARD_X_BODY_GUARD", "maybe", nil, "true or false"},
+		{"WHGUARD_X_RATE_LIMIT", "0/s", nil, "N from 1 to 1000000"},
+		{"WHGUARD_X_RATE_BURST", "3", nil, "a burst needs a rate"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
@@ -525,5 +538,51 @@ func TestBadBackendURLIsNotEchoed(t *testing.T) {
 		"WHGUARD_BACKEND_URL=ftp://user:hunter2@app/?token=s3cret"})
 	if err == nil || !strings.Contains(err.Error(), "WHGUARD_BACKEND_URL: ") || strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "s3cret") {
 		t.Fatalf("%v", err)
+	}
+}
+
+// The protection settings parse into the governor's limits: rates in
+// their three units, bursts defaulting to the per-second rate rounded up.
+func TestProtectionSettings(t *testing.T) {
+	t.Parallel()
+	c, _, err := loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x,y", "WHGUARD_X_SCHEME=none", "WHGUARD_Y_SCHEME=none",
+		"WHGUARD_BACKEND_RATE_LIMIT=90/m", "WHGUARD_BACKEND_MAX_IN_FLIGHT=4",
+		"WHGUARD_Y_RATE_LIMIT=3600/h", "WHGUARD_Y_RATE_BURST=7", "WHGUARD_REDIS_URL=rediss://:pw@cache:6380/2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gc := c.governorConfig()
+	if gc.Backend.Rate != (governor.Rate{N: 90, Per: time.Minute}) || gc.Backend.Burst != 0 || gc.Backend.Rate.DefaultBurst() != 2 {
+		t.Errorf("backend limit %+v, want 90/m with the default burst 2", gc.Backend)
+	}
+	if gc.MaxInFlight != 4 || gc.SlotTTL != c.ForwardTimeout+forwarder.DefaultLeaseMargin {
+		t.Errorf("in flight %d, slot TTL %s", gc.MaxInFlight, gc.SlotTTL)
+	}
+	if l, ok := gc.Providers["y"]; !ok || l.Rate != (governor.Rate{N: 3600, Per: time.Hour}) || l.Burst != 7 {
+		t.Errorf("provider y limit %+v", gc.Providers["y"])
+	}
+	if _, ok := gc.Providers["x"]; ok {
+		t.Error("provider x has a limit of its own")
+	}
+	if !c.limited() {
+		t.Error("limits configured, limited() false")
+	}
+	c, _, err = loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.limited() {
+		t.Error("no limit configured, limited() true: the delivery path would ask the governor")
+	}
+}
+
+// A Redis that does not answer at start-up is a configuration problem
+// named after its variable (later, it is an outage).
+func TestUnreachableRedisFailsStartup(t *testing.T) {
+	t.Parallel()
+	code, _, stderr := runCmd([]string{"serve"}, append(baseEnv(), "WHGUARD_REDIS_URL=redis://127.0.0.1:1/0",
+		"WHGUARD_BACKEND_RATE_LIMIT=5/s", "WHGUARD_LISTEN=127.0.0.1:0", "WHGUARD_ADMIN_LISTEN=127.0.0.1:0")...)
+	if code == 0 || !strings.Contains(stderr, "WHGUARD_REDIS_URL") || !strings.Contains(stderr, "does not answer") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
 	}
 }

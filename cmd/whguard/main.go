@@ -8,6 +8,7 @@
 //	whguard migrate   apply the journal's migrations and exit
 //	whguard events    list, show and replay deliveries through the admin API
 //	whguard healthcheck  exit 0 when the local /readyz answers 200, else 1
+//	whguard backends  list backends; pause and resume their deliveries
 //	whguard demo      the one-command demo (--keep to explore afterwards)
 //	whguard version   print the version
 //
@@ -61,6 +62,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 0
 	case "events":
 		return events(args, environ, stdout, stderr)
+	case "backends":
+		return backends(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
 	case "healthcheck":
@@ -111,6 +114,7 @@ commands:
   demo      run a naive backend behind whguard with a scripted sender, and report
   events    list, show and replay deliveries (whguard events -h)
   healthcheck  exit 0 when the local readiness endpoint answers, else 1
+  backends  list backends, pause and resume deliveries (whguard backends -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see README.md).

@@ -57,6 +57,15 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 // serveWith is serve, calling listening (when not nil) with the bound
 // ingress and admin addresses once both listen (the demo binds port 0).
 func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func(ingress, admin string)) error {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Before anything starts: a Redis that does not answer is a start-up
+	// error, returned with nothing left running.
+	gov, closeGov, err := newGovernor(ctx, cfg, reg, log.Named("governor"))
+	if err != nil {
+		return err
+	}
+	defer closeGov()
 	j, listen, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -73,8 +82,6 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		}
 	}()
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard})
@@ -90,6 +97,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		targets[p.name] = t
 	}
 	fwd, err := forwarder.New(forwarder.Config{
+		Governor:    gov,
 		Store:       j,
 		Targets:     targets,
 		Timeout:     cfg.ForwardTimeout,
@@ -138,7 +146,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg)}),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -240,4 +248,15 @@ func providerNames(cfg *config) []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// backendControl adapts the forwarder to the admin API's BackendControl.
+type backendControl struct{ f *forwarder.Forwarder }
+
+func (b backendControl) Backends(ctx context.Context) (any, error) { return b.f.Backends(ctx) }
+func (b backendControl) Pause(ctx context.Context, p journal.Pause) (journal.Pause, error) {
+	return b.f.Pause(ctx, p)
+}
+func (b backendControl) Resume(ctx context.Context, kind, name, reason string) (bool, error) {
+	return b.f.Resume(ctx, kind, name, reason)
 }

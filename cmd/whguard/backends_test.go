@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/proxy"
+)
+
+// TestBackendsCommand: `whguard backends pause`, `list` and `resume`
+// through the admin API to a real forwarder and journal.
+func TestBackendsCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := testdb.OpenStore(t, "sqlite", true)
+	gov, err := governor.NewLocal(governor.Config{
+		Backend:     governor.Limit{Rate: governor.Rate{N: 20, Per: time.Second}},
+		MaxInFlight: 4, SlotTTL: time.Minute,
+		Breaker: governor.BreakerConfig{Enabled: true, Window: time.Minute, MinAttempts: 20, FailureRatio: 0.5, Cooldown: time.Second},
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := forwarder.New(forwarder.Config{Store: j, Governor: gov,
+		Targets: map[string]forwarder.Target{"stripe": {BackendURL: "http://app:3000"}, "github": {BackendURL: "http://app:3000/gh"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: j, Backends: backendControl{fwd}}),
+	}))
+	defer srv.Close()
+	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
+	cli := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := run(append([]string{"backends"}, args...), env, &out, &errb)
+		return code, out.String() + errb.String()
+	}
+	if code, out := cli("pause", "-backend", "http://app:3000", "-reason", "deploy"); code != 0 || !strings.Contains(out, "backend http://app:3000: paused") {
+		t.Fatalf("pause: %d %s", code, out)
+	}
+	if code, out := cli("pause", "-provider", "stripe", "-reason", "noisy"); code != 0 {
+		t.Fatalf("pause provider: %d %s", code, out)
+	}
+	code, out := cli("list")
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, out)
+	}
+	for _, want := range []string{"http://app:3000", "github,stripe", "20/s burst 20", "0/4", "closed", "(deploy)", "provider stripe paused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list lacks %q:\n%s", want, out)
+		}
+	}
+	ps, err := j.Pauses(ctx)
+	if err != nil || len(ps) != 2 {
+		t.Fatalf("stored pauses: %+v %v", ps, err)
+	}
+	if code, out := cli("resume", "-backend", "http://app:3000", "-reason", "done"); code != 0 || !strings.Contains(out, "resumed") {
+		t.Fatalf("resume: %d %s", code, out)
+	}
+	if code, out := cli("pause", "-reason", "x"); code != 2 || !strings.Contains(out, "exactly one of -backend or -provider") {
+		t.Fatalf("pause without a target: %d %s", code, out)
+	}
+	if code, out := cli("resume", "-provider", "stripe"); code != 2 || !strings.Contains(out, "-reason is required") {
+		t.Fatalf("resume without a reason: %d %s", code, out)
+	}
+}

@@ -1,0 +1,300 @@
+package forwarder_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/journal"
+)
+
+// gauge is a backend that counts the requests in flight and when each
+// started, answering after delay.
+type gauge struct {
+	delay   time.Duration
+	now     atomic.Int32
+	most    atomic.Int32
+	mu      sync.Mutex
+	started []time.Time
+}
+
+func (g *gauge) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	n := g.now.Add(1)
+	defer g.now.Add(-1)
+	for m := g.most.Load(); n > m && !g.most.CompareAndSwap(m, n); m = g.most.Load() {
+	}
+	g.mu.Lock()
+	g.started = append(g.started, time.Now())
+	g.mu.Unlock()
+	time.Sleep(g.delay)
+	w.WriteHeader(200)
+}
+
+// mostInWindow is the largest number of requests started within any
+// window of length w.
+func (g *gauge) mostInWindow(w time.Duration) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	most := 0
+	for i, s := range g.started {
+		n := 0
+		for _, o := range g.started[i:] {
+			if o.Sub(s) < w {
+				n++
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// TestGovernedDeliveries: with a rate and an in-flight bound, the backend
+// never sees more than the burst plus the rate in a window, nor more
+// requests at once than the bound; every event is delivered at its first
+// attempt (a delivery held by the governor spends none).
+func TestGovernedDeliveries(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		g := &gauge{delay: 30 * time.Millisecond}
+		srv := httptest.NewServer(g)
+		t.Cleanup(srv.Close)
+		gov, err := governor.NewLocal(governor.Config{
+			Backend:     governor.Limit{Rate: governor.Rate{N: 20, Per: time.Second}, Burst: 2},
+			MaxInFlight: 2, SlotTTL: 5 * time.Second,
+		}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for i := range 30 {
+			ids = append(ids, appendEvent(t, j, "gov-"+string(rune('a'+i))))
+		}
+		_, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = gov
+			c.Concurrency = 8
+		})
+		for _, id := range ids {
+			if d := waitStatus(t, j, id, journal.StatusDone, 15*time.Second); d.Attempts != 1 {
+				t.Fatalf("event %d delivered after %d attempts, want 1", id, d.Attempts)
+			}
+		}
+		if m := g.most.Load(); m > 2 {
+			t.Errorf("%d requests in flight at once, bound 2", m)
+		}
+		if m := g.mostInWindow(time.Second); m > 22 {
+			t.Errorf("%d requests started within one second, limit 20/s with a burst of 2", m)
+		}
+		if metricValue(t, reg, "whguard_deliveries_held_total", map[string]string{"provider": "acme", "reason": "rate"}) == 0 {
+			t.Error("no delivery counted as held for rate")
+		}
+	})
+}
+
+// scriptedGovernor answers from a function the test changes.
+type scriptedGovernor struct {
+	mu     sync.Mutex
+	answer func() (governor.Decision, error)
+	asked  atomic.Int32
+}
+
+func (s *scriptedGovernor) Acquire(context.Context, governor.Ask) (governor.Decision, error) {
+	s.asked.Add(1)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.answer()
+}
+func (s *scriptedGovernor) Release(context.Context, governor.Ask) error { return nil }
+func (s *scriptedGovernor) Finish(context.Context, governor.Ask, governor.Outcome) error {
+	return nil
+}
+func (s *scriptedGovernor) set(f func() (governor.Decision, error)) {
+	s.mu.Lock()
+	s.answer = f
+	s.mu.Unlock()
+}
+
+// TestGovernorHoldsAreNotAttempts: a governor that cannot answer (Redis
+// down) or holds for longer than a moment keeps the event in the journal,
+// held with its reason and no attempt spent, however many times; once it
+// allows, the event goes out at attempt 1.
+func TestGovernorHoldsAreNotAttempts(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		rec, srv := newRecorder(t)
+		gov := &scriptedGovernor{}
+		gov.set(func() (governor.Decision, error) { return governor.Decision{}, errors.New("redis: connection refused") })
+		id := appendEvent(t, j, "held")
+		_, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = gov
+			c.UnavailableHold = 50 * time.Millisecond
+			c.Policy.MaxAttempts = 2
+		})
+		waitHeld := func(reason string, times float64) {
+			t.Helper()
+			deadline := time.Now().Add(10 * time.Second)
+			for metricValue(t, reg, "whguard_deliveries_held_total", map[string]string{"provider": "acme", "reason": reason}) < times {
+				if time.Now().After(deadline) {
+					t.Fatalf("not held %v times for %s", times, reason)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+		waitHeld(governor.HoldUnavailable, 3)
+		if d := get(t, j, id); d.Attempts != 0 || d.Status == journal.StatusDead {
+			t.Fatalf("held event: %+v", d.Summary)
+		}
+		gov.set(func() (governor.Decision, error) {
+			return governor.Decision{Reason: governor.HoldBreaker, RetryAfter: 1100 * time.Millisecond}, nil
+		})
+		waitHeld(governor.HoldBreaker, 1)
+		deadline := time.Now().Add(5 * time.Second)
+		for d := get(t, j, id); d.Held != governor.HoldBreaker; d = get(t, j, id) {
+			if time.Now().After(deadline) {
+				t.Fatalf("event not shown held for breaker: %+v", d.Summary)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if n := len(rec.requests()); n != 0 {
+			t.Fatalf("backend called %d times while held", n)
+		}
+		gov.set(func() (governor.Decision, error) { return governor.Decision{Allowed: true}, nil })
+		if d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second); d.Attempts != 1 {
+			t.Fatalf("delivered after %d attempts, want 1", d.Attempts)
+		}
+	})
+}
+
+// switchable is a backend that answers 503 until up is set.
+type switchable struct {
+	up    atomic.Bool
+	calls atomic.Int32
+}
+
+func (s *switchable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	s.calls.Add(1)
+	if !s.up.Load() {
+		w.WriteHeader(503)
+		return
+	}
+	w.WriteHeader(200)
+}
+
+// TestBreakerDuringAnOutage: with the backend down, the breaker opens
+// after MinAttempts failures and the attempts fall to about one probe per
+// cooldown; held deliveries spend no attempt, so no event goes dead over
+// an outage longer than its retry schedule; once up, one probe closes the
+// breaker and everything is delivered.
+func TestBreakerDuringAnOutage(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		be := &switchable{}
+		srv := httptest.NewServer(be)
+		t.Cleanup(srv.Close)
+		gov, err := governor.NewLocal(governor.Config{SlotTTL: 5 * time.Second, Breaker: governor.BreakerConfig{
+			Enabled: true, Window: 10 * time.Second, MinAttempts: 5, FailureRatio: 0.5, Cooldown: 300 * time.Millisecond,
+		}}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []int64
+		for i := range 20 {
+			ids = append(ids, appendEvent(t, j, "outage-"+string(rune('a'+i))))
+		}
+		_, reg := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = gov
+			// The whole retry schedule (4 attempts, 20-100 ms apart) is far
+			// shorter than the outage.
+			c.Policy.MaxAttempts = 4
+		})
+		backend := forwarder.Origin(srv.URL)
+		deadline := time.Now().Add(10 * time.Second)
+		for gov.BreakerStates()[backend] == governor.BreakerClosed {
+			if time.Now().After(deadline) {
+				t.Fatal("breaker never opened")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		// Attempts admitted just before it opened may still arrive.
+		time.Sleep(100 * time.Millisecond)
+		opened := be.calls.Load()
+		time.Sleep(1500 * time.Millisecond)
+		// Cooldowns of 300, 600 ms: two probes in 1.5 s (a third at most).
+		if during := be.calls.Load() - opened; during > 3 {
+			t.Errorf("%d attempts in 1.5 s with the breaker open, want about one per cooldown", during)
+		}
+		if v := metricValue(t, reg, "whguard_deliveries_held_total", map[string]string{"provider": "acme", "reason": "breaker"}); v == 0 {
+			t.Error("no delivery counted as held for breaker")
+		}
+		for _, id := range ids {
+			if d := get(t, j, id); d.Status == journal.StatusDead {
+				t.Fatalf("event %d dead during the outage: %+v", id, d.Summary)
+			}
+		}
+		be.up.Store(true)
+		for _, id := range ids {
+			waitStatus(t, j, id, journal.StatusDone, 15*time.Second)
+		}
+		if s := gov.BreakerStates()[backend]; s != governor.BreakerClosed {
+			t.Errorf("breaker %s after delivery, want closed", s)
+		}
+	})
+}
+
+// slowProvider holds provider "slow" for 900 ms at every ask, forever,
+// and allows the others.
+type slowProvider struct{ scriptedGovernor }
+
+func (s *slowProvider) Acquire(_ context.Context, a governor.Ask) (governor.Decision, error) {
+	if a.Provider == "slow" {
+		return governor.Decision{Reason: governor.HoldRate, RetryAfter: 900 * time.Millisecond}, nil
+	}
+	return governor.Decision{Allowed: true}, nil
+}
+
+// TestALimitedProviderCannotTakeEverySlot: deliveries a limit keeps
+// holding wait in memory at most a second in all, and in at most half the
+// slots; the rest go to the journal. Another provider's events, behind a
+// backlog of the limited one, are delivered at once (they waited as long
+// as the lease allowed, holding every slot, before).
+func TestALimitedProviderCannotTakeEverySlot(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		j := openJournal(t, store)
+		rec, srv := newRecorder(t)
+		ctx := context.Background()
+		for i := range 8 {
+			if _, err := j.Append(ctx, []journal.Event{{Provider: "slow", EventID: "s" + string(rune('a'+i)), ContentHash: "h",
+				Headers: http.Header{}, Body: []byte("{}"), Path: "/webhooks/slow"}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ids []int64
+		for i := range 3 {
+			ids = append(ids, appendEvent(t, j, "fast-"+string(rune('a'+i))))
+		}
+		start := time.Now()
+		startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+			c.Governor = &slowProvider{}
+			c.Concurrency = 2
+			c.Targets = map[string]forwarder.Target{"acme": {BackendURL: srv.URL}, "slow": {BackendURL: srv.URL}}
+		})
+		for _, id := range ids {
+			waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+		}
+		if took := time.Since(start); took > 4*time.Second {
+			t.Errorf("the other provider's 3 events took %s behind a held backlog", took)
+		}
+		for _, r := range rec.requests() {
+			if strings.Contains(r.uri, "slow") {
+				t.Fatalf("a held delivery reached the backend: %s", r.uri)
+			}
+		}
+	})
+}

@@ -1,0 +1,151 @@
+package governor
+
+import (
+	"time"
+)
+
+// BreakerConfig configures the circuit breaker per backend. It opens when,
+// within Window, at least MinAttempts attempts ended and at least
+// FailureRatio of them failed transiently; while open no delivery starts;
+// after Cooldown (doubling while probes fail, up to MaxBreakerCooldown)
+// one delivery goes out as a probe: a 2xx closes it, a failure reopens it.
+type BreakerConfig struct {
+	// Enabled is WHGUARD_BREAKER=on.
+	Enabled      bool
+	Window       time.Duration
+	MinAttempts  int
+	FailureRatio float64
+	Cooldown     time.Duration
+}
+
+// BreakerState is a breaker's state, the value of
+// whguard_backend_breaker_state.
+type BreakerState int
+
+const (
+	BreakerClosed   BreakerState = 0
+	BreakerOpen     BreakerState = 1
+	BreakerHalfOpen BreakerState = 2
+)
+
+func (s BreakerState) String() string {
+	switch s {
+	case BreakerOpen:
+		return "open"
+	case BreakerHalfOpen:
+		return "half-open"
+	}
+	return "closed"
+}
+
+// Outcome is how an attempt ended, as the breaker counts it.
+type Outcome int
+
+const (
+	// Succeeded: any answer that is not a transient failure (a 2xx, and
+	// also a permanent 4xx: the backend is up, the event is wrong).
+	Succeeded Outcome = iota
+	// FailedTransiently: a connection error, a timeout, 408, 425, 429 or
+	// a 5xx.
+	FailedTransiently
+)
+
+// OutcomeOf classifies an attempt by its HTTP status (0: no answer).
+func OutcomeOf(status int) Outcome {
+	switch {
+	case status == 0, status == 408, status == 425, status == 429, status >= 500:
+		return FailedTransiently
+	}
+	return Succeeded
+}
+
+// breaker is one backend's breaker, kept in process (Local). The Redis
+// governor runs the same rules in breakerScript.
+type breaker struct {
+	state BreakerState
+	// The attempts of the current window (from curStart) and of the one
+	// before; the previous one is weighted by how much of it still lies
+	// within Window of now (a sliding window in two counters).
+	curStart              time.Time
+	curTotal, curFailed   float64
+	prevTotal, prevFailed float64
+	until                 time.Time // open: when the probe may go
+	cooldown              time.Duration
+	probe                 string // half-open: the probe's token
+	probeExpires          time.Time
+}
+
+// slide moves the window to now.
+func (b *breaker) slide(cfg BreakerConfig, now time.Time) {
+	if b.curStart.IsZero() {
+		b.curStart = now
+	}
+	for now.Sub(b.curStart) >= cfg.Window {
+		b.prevTotal, b.prevFailed = b.curTotal, b.curFailed
+		b.curTotal, b.curFailed = 0, 0
+		b.curStart = b.curStart.Add(cfg.Window)
+		if now.Sub(b.curStart) >= cfg.Window {
+			// More than a whole window passed: nothing is left of either.
+			b.prevTotal, b.prevFailed = 0, 0
+			b.curStart = now
+		}
+	}
+}
+
+// counts estimates the attempts and failures within Window of now.
+func (b *breaker) counts(cfg BreakerConfig, now time.Time) (total, failed float64) {
+	w := 1 - float64(now.Sub(b.curStart))/float64(cfg.Window)
+	return b.curTotal + w*b.prevTotal, b.curFailed + w*b.prevFailed
+}
+
+// check says whether a delivery with token may start: closed, yes; open
+// before its cooldown ends, no; after it (or when the probe out was lost),
+// this delivery becomes the probe.
+func (b *breaker) check(now time.Time, token string, ttl time.Duration) (ok bool, wait time.Duration) {
+	switch {
+	case b.state == BreakerClosed:
+		return true, 0
+	case b.state == BreakerOpen && now.Before(b.until):
+		return false, b.until.Sub(now)
+	case b.state == BreakerHalfOpen && b.probe != token && now.Before(b.probeExpires):
+		return false, min(b.probeExpires.Sub(now), time.Second)
+	}
+	b.state, b.probe, b.probeExpires = BreakerHalfOpen, token, now.Add(ttl)
+	return true, 0
+}
+
+// record counts an attempt that ended. The probe's outcome decides the
+// state; attempts that end while the breaker is not closed (started
+// before it opened) are not counted.
+func (b *breaker) record(cfg BreakerConfig, now time.Time, token string, o Outcome) {
+	if b.state == BreakerHalfOpen && token == b.probe {
+		b.probe = ""
+		if o == Succeeded {
+			*b = breaker{}
+			return
+		}
+		b.cooldown = min(2*b.cooldown, MaxBreakerCooldown)
+		b.state, b.until = BreakerOpen, now.Add(b.cooldown)
+		return
+	}
+	if b.state != BreakerClosed {
+		return
+	}
+	b.slide(cfg, now)
+	b.curTotal++
+	if o == FailedTransiently {
+		b.curFailed++
+	}
+	if total, failed := b.counts(cfg, now); total >= float64(cfg.MinAttempts) && failed >= cfg.FailureRatio*total {
+		b.state, b.cooldown = BreakerOpen, cfg.Cooldown
+		b.until = now.Add(b.cooldown)
+	}
+}
+
+// abandon gives up a probe that was not sent (a limit held it): the
+// breaker stays open, the next delivery may probe at once.
+func (b *breaker) abandon(now time.Time, token string) {
+	if b.state == BreakerHalfOpen && b.probe == token {
+		b.state, b.probe, b.until = BreakerOpen, "", now
+	}
+}

@@ -1,0 +1,8 @@
+-- 0008: see the PostgreSQL migration 0009.
+CREATE TABLE whguard_pauses (
+    kind   TEXT    NOT NULL CHECK (kind IN ('backend', 'provider')),
+    name   TEXT    NOT NULL,
+    reason TEXT    NOT NULL DEFAULT '',
+    since  INTEGER NOT NULL,
+    PRIMARY KEY (kind, name)
+);

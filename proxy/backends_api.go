@@ -1,0 +1,111 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// BackendControl lists the backends and pauses or resumes deliveries (the
+// forwarder, through a small adapter in cmd/whguard).
+type BackendControl interface {
+	// Backends returns the listing GET /api/backends shows (JSON).
+	Backends(ctx context.Context) (any, error)
+	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
+	Resume(ctx context.Context, kind, name, reason string) (bool, error)
+}
+
+// pauseRequest is the body of POST /api/backends/pause and /resume: one
+// of backend (an origin, scheme://host:port) or provider, and a reason.
+type pauseRequest struct {
+	Backend  string `json:"backend"`
+	Provider string `json:"provider"`
+	Reason   string `json:"reason"`
+}
+
+func (a *api) backends(w http.ResponseWriter, r *http.Request) {
+	if a.control == nil {
+		apiError(w, http.StatusNotFound, "no forwarder in this process")
+		return
+	}
+	out, err := a.control.Backends(r.Context())
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// readPause reads a pause or resume request: exactly one target, and a
+// reason (pauses are audited like replays).
+func (a *api) readPause(w http.ResponseWriter, r *http.Request) (kind, name, reason string, ok bool) {
+	if a.control == nil {
+		apiError(w, http.StatusNotFound, "no forwarder in this process")
+		return "", "", "", false
+	}
+	var req pauseRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		apiError(w, http.StatusBadRequest, `body must be JSON like {"backend":"http://app:3000","reason":"…"} or {"provider":"stripe","reason":"…"}`)
+		return "", "", "", false
+	}
+	switch {
+	case (req.Backend == "") == (req.Provider == ""):
+		apiError(w, http.StatusBadRequest, "name exactly one of backend (scheme://host:port) or provider")
+		return "", "", "", false
+	case req.Reason == "":
+		apiError(w, http.StatusBadRequest, "reason is required: pauses are audited")
+		return "", "", "", false
+	case len(req.Reason) > 1000 || len(req.Backend) > 1000 || len(req.Provider) > 1000:
+		apiError(w, http.StatusBadRequest, "backend, provider and reason are limited to 1000 bytes")
+		return "", "", "", false
+	}
+	for _, v := range []string{req.Backend, req.Provider, req.Reason} {
+		if !cleanText(v) {
+			apiError(w, http.StatusBadRequest, "backend, provider and reason must be UTF-8 text without control characters")
+			return "", "", "", false
+		}
+	}
+	if req.Backend != "" {
+		return journal.PauseBackend, req.Backend, req.Reason, true
+	}
+	return journal.PauseProvider, req.Provider, req.Reason, true
+}
+
+func (a *api) pause(w http.ResponseWriter, r *http.Request) {
+	kind, name, reason, ok := a.readPause(w, r)
+	if !ok {
+		return
+	}
+	p, err := a.control.Pause(r.Context(), journal.Pause{Kind: kind, Name: name, Reason: reason})
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	a.log.Info("deliveries paused", zap.String(kind, name), zap.String("reason", reason))
+	writeJSON(w, http.StatusOK, map[string]any{"status": "paused", "pause": p})
+}
+
+func (a *api) resume(w http.ResponseWriter, r *http.Request) {
+	kind, name, reason, ok := a.readPause(w, r)
+	if !ok {
+		return
+	}
+	found, err := a.control.Resume(r.Context(), kind, name, reason)
+	if err != nil {
+		a.unavailable(w, err)
+		return
+	}
+	a.log.Info("deliveries resumed", zap.String(kind, name), zap.String("reason", reason), zap.Bool("was_paused", found))
+	status := "resumed"
+	if !found {
+		status = "not paused"
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "kind": kind, "name": name})
+}

@@ -1,0 +1,83 @@
+package proxy_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+)
+
+// fakeControl records pauses and resumes.
+type fakeControl struct {
+	mu      sync.Mutex
+	paused  []journal.Pause
+	resumed []string
+}
+
+func (c *fakeControl) Backends(context.Context) (any, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return map[string]any{"backends": []map[string]any{{"backend": "http://app:80", "breaker": "closed", "paused": len(c.paused) > 0}}}, nil
+}
+
+func (c *fakeControl) Pause(_ context.Context, p journal.Pause) (journal.Pause, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.paused = append(c.paused, p)
+	return p, nil
+}
+
+func (c *fakeControl) Resume(_ context.Context, kind, name, _ string) (bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resumed = append(c.resumed, kind+" "+name)
+	return len(c.paused) > 0, nil
+}
+
+func TestBackendsAPI(t *testing.T) {
+	c := &fakeControl{}
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Backends: c}),
+	})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	a := &apiFixture{srv: srv}
+
+	if code, _ := a.do(t, "GET", "/api/backends", "", ""); code != http.StatusUnauthorized {
+		t.Fatalf("GET /api/backends without the token: %d", code)
+	}
+	for _, body := range []string{
+		`{"reason":"x"}`,
+		`{"backend":"http://app:80","provider":"stripe","reason":"x"}`,
+		`{"backend":"http://app:80"}`,
+		`{"backend":"http://app:80","reason":"x","extra":1}`,
+		`{"provider":"a\u0000b","reason":"x"}`,
+		`not json`,
+	} {
+		if code, m := a.do(t, "POST", "/api/backends/pause", "tok", body); code != http.StatusBadRequest {
+			t.Errorf("pause %s: %d %v, want 400", body, code, m)
+		}
+	}
+	code, m := a.do(t, "POST", "/api/backends/pause", "tok", `{"backend":"http://app:80","reason":"deploy"}`)
+	if code != http.StatusOK || m["status"] != "paused" {
+		t.Fatalf("pause: %d %v", code, m)
+	}
+	if len(c.paused) != 1 || c.paused[0] != (journal.Pause{Kind: journal.PauseBackend, Name: "http://app:80", Reason: "deploy"}) {
+		t.Fatalf("paused %+v", c.paused)
+	}
+	code, m = a.do(t, "GET", "/api/backends", "tok", "")
+	if code != http.StatusOK || len(m["backends"].([]any)) != 1 {
+		t.Fatalf("list: %d %v", code, m)
+	}
+	code, m = a.do(t, "POST", "/api/backends/resume", "tok", `{"provider":"stripe","reason":"fixed"}`)
+	if code != http.StatusOK || m["status"] != "resumed" || len(c.resumed) != 1 || c.resumed[0] != "provider stripe" {
+		t.Fatalf("resume: %d %v, %v", code, m, c.resumed)
+	}
+}
