@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/verify"
+)
+
+// providerEnv is one provider's variables, WHGUARD_<NAME>_*.
+type providerEnv struct {
+	Scheme         string        `env:"SCHEME"`
+	Secret         string        `env:"SECRET"`
+	SecretPrevious string        `env:"SECRET_PREVIOUS"`
+	SecretFile     string        `env:"SECRET_FILE"`
+	Path           string        `env:"PATH"`
+	Tolerance      time.Duration `env:"TOLERANCE"`
+	IDHeader       string        `env:"ID_HEADER"`
+	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
+	BackendURL     string        `env:"BACKEND_URL"`
+	ForwardPath    string        `env:"FORWARD_PATH"`
+	// Resign is nil when unset: then on exactly when the scheme can
+	// re-sign (providerConfig.resign holds the outcome).
+	Resign *bool `env:"RESIGN"`
+	// BodyGuard is nil when unset: then on exactly when the provider's
+	// event id is not signed (providerConfig.bodyGuard holds the outcome).
+	BodyGuard    *bool `env:"BODY_GUARD"`
+	PreserveHost bool  `env:"PRESERVE_HOST"`
+	// RateLimit and RateBurst limit this provider's deliveries, on top of
+	// the backend's limit.
+	RateLimit string `env:"RATE_LIMIT"`
+	RateBurst *int   `env:"RATE_BURST"`
+
+	PublicKey         string `env:"PUBLIC_KEY"`
+	PublicURL         string `env:"PUBLIC_URL"`
+	HMACAlgorithm     string `env:"HMAC_ALGORITHM"`
+	SignatureHeader   string `env:"SIGNATURE_HEADER"`
+	SignatureEncoding string `env:"SIGNATURE_ENCODING"`
+	SignaturePrefix   string `env:"SIGNATURE_PREFIX"`
+	TimestampHeader   string `env:"TIMESTAMP_HEADER"`
+	SignedContent     string `env:"SIGNED_CONTENT"`
+}
+
+// providerConfig is a parsed, validated provider.
+type providerConfig struct {
+	name   string // lower case, as in WHGUARD_PROVIDERS
+	prefix string // WHGUARD_<NAME>_
+	env    providerEnv
+	// provider is built during validation so a bad secret fails start-up.
+	provider *verify.Provider
+	// resign: forward with the signature made afresh (RESIGN, defaulting
+	// to provider.CanResign()).
+	resign bool
+	// bodyGuard: the same signed body under a fresh event id is taken as
+	// a replay, not a new event (BODY_GUARD, defaulting to
+	// !provider.IDSigned()).
+	bodyGuard bool
+	// limit is RateLimit and RateBurst, parsed.
+	limit governor.Limit
+}
+
+// validate checks one provider's variables and builds its verify.Provider
+// (p.provider stays nil when it cannot be built), reporting every problem
+// to ps and returning the warnings. paths maps the ingress paths seen so
+// far to their provider.
+func (p *providerConfig) validate(c *config, paths map[string]string, ps *problems) (warnings []string) {
+	if p.env.Path == "" {
+		p.env.Path = "/webhooks/" + p.name
+	}
+	switch other, dup := paths[p.env.Path]; {
+	case !strings.HasPrefix(p.env.Path, "/"):
+		ps.addf(p.prefix+"PATH", "%q must start with /", p.env.Path)
+	case strings.ContainsAny(p.env.Path, "?#%"):
+		// The path is matched against the decoded request path, without
+		// its query: such a path could never match a request.
+		ps.addf(p.prefix+"PATH", "%q must be a plain path, without ?, # or %%-escapes", p.env.Path)
+	case dup:
+		ps.addf(p.prefix+"PATH", "%q is already the path of provider %s; give each provider its own", p.env.Path, other)
+	default:
+		paths[p.env.Path] = p.name
+	}
+	if p.env.MaxBodyBytes < 0 || p.env.MaxBodyBytes > maxBodyLimit {
+		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, p.env.MaxBodyBytes)
+	}
+	limitVar := p.prefix + "MAX_BODY_BYTES"
+	if p.env.MaxBodyBytes <= 0 {
+		p.env.MaxBodyBytes, limitVar = c.MaxBodyBytes, "WHGUARD_MAX_BODY_BYTES"
+	}
+	// Large bodies may hold three quarters of the buffering budget (the
+	// rest stays for small ones): a larger limit could never be honoured.
+	if share := c.MaxBufferedBytes * 3 / 4; p.env.MaxBodyBytes > share && c.MaxBufferedBytes > 0 && !ps.failed(limitVar) {
+		ps.addf(limitVar, "%d is above three quarters of WHGUARD_MAX_BUFFERED_BYTES (%d), the most one body may hold while it is read; raise the budget to at least %d or lower the limit",
+			p.env.MaxBodyBytes, share, p.env.MaxBodyBytes*4/3+1)
+	}
+	switch {
+	case p.env.BackendURL != "":
+		if err := checkURL(p.env.BackendURL); err != nil {
+			ps.addf(p.prefix+"BACKEND_URL", "%v", err)
+		}
+	case c.BackendURL != "":
+		p.env.BackendURL = c.BackendURL
+	case !ps.failed("WHGUARD_BACKEND_URL"):
+		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
+	}
+	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
+	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
+		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
+	}
+	secrets, from, warnings, ok := p.loadSecrets(ps)
+	if !ok {
+		return warnings
+	}
+	prov, err := verify.NewProvider(verify.ProviderConfig{
+		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
+		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
+		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
+		HMAC: verify.HMACConfig{
+			Algorithm: p.env.HMACAlgorithm, SignatureHeader: p.env.SignatureHeader,
+			Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
+			TimestampHeader: p.env.TimestampHeader, SignedContent: p.env.SignedContent,
+		},
+	})
+	if err == nil {
+		p.provider = prov
+		p.resign = p.validateResign(ps)
+		p.bodyGuard = !prov.IDSigned()
+		if p.env.BodyGuard != nil {
+			p.bodyGuard = *p.env.BodyGuard
+		}
+		return warnings
+	}
+	// verify's errors name their field and never contain a secret or key.
+	fes := verify.FieldErrors(err)
+	if len(fes) == 0 {
+		ps.addf(p.prefix+"SCHEME", "%v", err)
+	}
+	for _, fe := range fes {
+		switch {
+		case fe.Field == verify.FieldSecrets && len(secrets) == 0:
+			ps.addf(p.prefix+"SECRET", "not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.env.Scheme)
+		case fe.Field == verify.FieldSecrets && fe.Index < len(from):
+			ps.addf(p.prefix+from[fe.Index], "%v", fe)
+		default:
+			ps.addf(p.prefix+fieldVars[fe.Field], "%v", fe)
+		}
+	}
+	return warnings
+}
+
+// validateResign returns whether the provider re-signs: RESIGN when set,
+// else whether its scheme can. Asking a scheme that cannot is an error.
+func (p *providerConfig) validateResign(ps *problems) bool {
+	can := p.provider.CanResign()
+	switch {
+	case p.env.Resign == nil:
+		return can
+	case !*p.env.Resign || can:
+		return *p.env.Resign
+	case p.env.Scheme == verify.SchemeHMAC:
+		ps.addf(p.prefix+"RESIGN", "scheme hmac re-signs only with a signed timestamp (%sTIMESTAMP_HEADER); without one its signatures never expire: leave it unset or set false", p.prefix)
+	case verify.ResignSupport(p.env.Scheme) == verify.ResignNotNeeded:
+		ps.addf(p.prefix+"RESIGN", "scheme %s signs no timestamp, so its signatures never expire and are forwarded as received: leave it unset or set false", p.env.Scheme)
+	default:
+		ps.addf(p.prefix+"RESIGN", "scheme %s cannot be re-signed: %s; leave it unset or set false", p.env.Scheme, verify.ResignSupport(p.env.Scheme))
+	}
+	return false
+}
+
+// fieldVars maps each verify setting to the variable (after
+// WHGUARD_<NAME>_) that holds it. Secrets come from SECRET, SECRET_FILE
+// and SECRET_PREVIOUS: see loadSecrets.
+var fieldVars = map[verify.Field]string{
+	verify.FieldScheme:            "SCHEME",
+	verify.FieldSecrets:           "SECRET",
+	verify.FieldTolerance:         "TOLERANCE",
+	verify.FieldIDHeader:          "ID_HEADER",
+	verify.FieldPublicKey:         "PUBLIC_KEY",
+	verify.FieldPublicURL:         "PUBLIC_URL",
+	verify.FieldHMACAlgorithm:     "HMAC_ALGORITHM",
+	verify.FieldSignatureHeader:   "SIGNATURE_HEADER",
+	verify.FieldSignatureEncoding: "SIGNATURE_ENCODING",
+	verify.FieldSignaturePrefix:   "SIGNATURE_PREFIX",
+	verify.FieldTimestampHeader:   "TIMESTAMP_HEADER",
+	verify.FieldSignedContent:     "SIGNED_CONTENT",
+}
+
+// secrets gathers the provider's secrets, current first: SECRET, then each
+// non-blank line of SECRET_FILE, then SECRET_PREVIOUS, each without
+// surrounding whitespace (see loadSecrets).
+func (p *providerConfig) secrets() ([]string, error) {
+	var ps problems
+	out, _, _, _ := p.loadSecrets(&ps)
+	return out, ps.err()
+}
+
+// loadSecrets returns the secrets (see secrets), for each the variable it
+// came from (after the prefix), and a warning per variable whose secret
+// had surrounding whitespace; ok is false when a problem was reported.
+//
+// Whitespace is removed, not kept: a secret that starts or ends with a
+// space, tab or newline is almost never meant. It comes from a file that
+// ends with a newline (`echo secret > file`, then `kubectl create secret
+// --from-file` exposed as an environment variable), a line with trailing
+// spaces, or a copy-paste, and would make every signature fail. The
+// warning names the variable, never the value.
+func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string, ok bool) {
+	trimmed := func(key, value string) string {
+		t := strings.TrimSpace(value)
+		if t != value && t != "" {
+			warnings = append(warnings, fmt.Sprintf("%s%s: whitespace around the secret removed (a trailing newline from a file or a copy-paste?)", p.prefix, key))
+		}
+		return t
+	}
+	if p.env.Secret != "" {
+		secret := trimmed("SECRET", p.env.Secret)
+		if secret == "" {
+			ps.addf(p.prefix+"SECRET", "holds only whitespace; expected the signing secret")
+			return nil, nil, warnings, false
+		}
+		out, from = append(out, secret), append(from, "SECRET")
+	}
+	if p.env.SecretFile != "" {
+		b, err := os.ReadFile(p.env.SecretFile)
+		if err != nil {
+			ps.addf(p.prefix+"SECRET_FILE", "cannot read the file: %v; expected a readable file with one secret per line", errors.Unwrap(err))
+			return nil, nil, warnings, false
+		}
+		n := len(out)
+		spaced := false
+		sc := bufio.NewScanner(bytes.NewReader(b))
+		for sc.Scan() {
+			// The line ending is not part of the line; other whitespace
+			// around a secret is removed with a warning (once per file).
+			line := strings.TrimSuffix(sc.Text(), "\r")
+			secret := strings.TrimSpace(line)
+			if secret == "" {
+				continue
+			}
+			spaced = spaced || secret != line
+			out, from = append(out, secret), append(from, "SECRET_FILE")
+		}
+		if spaced {
+			warnings = append(warnings, fmt.Sprintf("%sSECRET_FILE: whitespace around a secret removed", p.prefix))
+		}
+		if len(out) == n && p.env.Secret == "" {
+			ps.addf(p.prefix+"SECRET_FILE", "the file holds no secret; expected one secret per line, current first")
+			return nil, nil, warnings, false
+		}
+	}
+	if p.env.SecretPrevious != "" {
+		secret := trimmed("SECRET_PREVIOUS", p.env.SecretPrevious)
+		if secret == "" {
+			ps.addf(p.prefix+"SECRET_PREVIOUS", "holds only whitespace; expected the previous signing secret")
+			return nil, nil, warnings, false
+		}
+		out, from = append(out, secret), append(from, "SECRET_PREVIOUS")
+	}
+	return out, from, warnings, true
+}
