@@ -10,3 +10,7 @@ func SetStopGrace(f *Forwarder, d time.Duration) { f.stopGrace = d }
 func Workers(f *Forwarder) (started, live int32) {
 	return f.workersStarted.Load(), f.workersLive.Load()
 }
+
+// WaitLoops waits until the forwarder's background loops have ended (after
+// Start's context is cancelled, or Stop).
+func WaitLoops(f *Forwarder) { f.loops.Wait() }

@@ -1432,6 +1432,7 @@ func TestStartContextEndsLeasing(t *testing.T) {
 		f.Wake()
 		waitStatus(t, j, first, journal.StatusDone, 5*time.Second)
 		cancel()
+		forwarder.WaitLoops(f) // the loops end with Start's context
 		id := appendEvent(t, j, "after")
 		f.Wake()
 		// Twenty poll intervals: a running fetcher would have leased it.
