@@ -99,6 +99,11 @@ type IngressConfig struct {
 	// together (WHGUARD_MAX_BUFFERED_BYTES); 0 means
 	// DefaultMaxBufferedBytes.
 	MaxBufferedBytes int64
+	// PassThrough, when set, serves every request whose path is no
+	// provider's (WHGUARD_PASS_THROUGH): whguard then stands in front of
+	// all of the app's traffic, passing the rest on unchanged. Nil answers
+	// 404 there.
+	PassThrough http.Handler
 }
 
 // Ingress is the webhook receiving handler.
@@ -112,6 +117,7 @@ type Ingress struct {
 	commit   func()
 	dispatch Dispatcher
 	budget   *bodyBudget
+	pass     http.Handler
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -140,6 +146,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		commit:   cfg.OnCommit,
 		dispatch: cfg.Dispatcher,
 		budget:   newBodyBudget(cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)),
+		pass:     cfg.PassThrough,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -183,6 +190,10 @@ type acceptedReply struct {
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.now()
 	route, ok := in.routes[r.URL.Path]
+	if !ok && in.pass != nil {
+		in.pass.ServeHTTP(w, r) // not a webhook: the app's own traffic
+		return
+	}
 	if !ok {
 		// The path says which sender is misconfigured (or who is probing).
 		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start,

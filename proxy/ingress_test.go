@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -980,5 +981,63 @@ func TestHeaderChecksComeBeforeTheBody(t *testing.T) {
 		if resp.StatusCode != c.want {
 			t.Errorf("%s: %d, want %d", c.name, resp.StatusCode, c.want)
 		}
+	}
+}
+
+// TestPassThroughServesTheAppsOwnTraffic: in front of all of the app's
+// traffic, requests that are no provider's webhook reach the app
+// unchanged (any method, path, query, body, the user's Host), while the
+// webhook path is still verified and journaled.
+func TestPassThroughServesTheAppsOwnTraffic(t *testing.T) {
+	t.Parallel()
+	var got struct {
+		method, uri, host, body, xfp string
+	}
+	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got.method, got.uri, got.host, got.body, got.xfp = r.Method, r.RequestURI, r.Host, string(b), r.Header.Get("X-Forwarded-Proto")
+		w.Header().Set("X-App", "yes")
+		w.WriteHeader(http.StatusTeapot)
+		io.WriteString(w, "from the app")
+	}))
+	defer app.Close()
+	target, _ := url.Parse(app.URL)
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "std", Scheme: "standard", Secrets: []string{stdSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := testdb.OpenStore(t, "sqlite", true)
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes: []proxy.Route{{Path: "/webhooks/std", Provider: p}}, Journal: j,
+		PassThrough: proxy.NewPassThrough(target, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{srv: httptest.NewServer(in), j: j}
+	t.Cleanup(f.srv.Close)
+	req, _ := http.NewRequest(http.MethodPut, f.srv.URL+"/orders/7?x=1", strings.NewReader("user data"))
+	req.Host = "shop.example.com"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTeapot || string(b) != "from the app" || resp.Header.Get("X-App") != "yes" {
+		t.Fatalf("answer %d %q %v", resp.StatusCode, b, resp.Header)
+	}
+	if got.method != "PUT" || got.uri != "/orders/7?x=1" || got.host != "shop.example.com" || got.body != "user data" || got.xfp != "http" {
+		t.Fatalf("the app saw %+v", got)
+	}
+	body := `{"type":"x"}`
+	if r := f.post(t, "/webhooks/std", signStandard("msg_pt", time.Now(), body), body); r.status != http.StatusAccepted {
+		t.Fatalf("webhook: %+v", r)
+	}
+	if r := f.post(t, "/webhooks/std", http.Header{}, body); r.status != http.StatusBadRequest {
+		t.Fatalf("unsigned webhook passed through: %+v", r)
+	}
+	if evs := f.events(t); len(evs) != 1 {
+		t.Fatalf("journal: %+v", evs)
 	}
 }

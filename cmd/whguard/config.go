@@ -85,7 +85,11 @@ type config struct {
 	AdminHosts []string `env:"ADMIN_HOSTS"`
 	// RedactHeaders are headers, besides the credential ones, whose values
 	// no read surface shows.
-	RedactHeaders   []string      `env:"REDACT_HEADERS"`
+	RedactHeaders []string `env:"REDACT_HEADERS"`
+	// PassThrough serves the requests that are no provider's webhook by
+	// passing them to WHGUARD_BACKEND_URL unchanged (whguard in front of
+	// all of the app's traffic).
+	PassThrough     bool          `env:"PASS_THROUGH"`
 	LogLevel        string        `env:"LOG_LEVEL"`
 	LogFormat       string        `env:"LOG_FORMAT"`
 	ShutdownTimeout time.Duration `env:"SHUTDOWN_TIMEOUT"`
@@ -302,6 +306,9 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		if err := checkURL(c.BackendURL); err != nil {
 			ps.addf("WHGUARD_BACKEND_URL", "%v", err)
 		}
+	}
+	if c.PassThrough && c.BackendURL == "" && !ps.failed("WHGUARD_PASS_THROUGH") {
+		ps.addf("WHGUARD_PASS_THROUGH", "needs WHGUARD_BACKEND_URL, the app the other requests go to")
 	}
 	for _, d := range []struct {
 		name string

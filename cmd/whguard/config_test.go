@@ -49,6 +49,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_PROVIDERS", "a-b", nil, "letters, digits"},
 		{"WHGUARD_MAX_BODY_BYTES", "lots", nil, "whole number"},
 		{"WHGUARD_MAX_BUFFERED_BYTES", "0", nil, "positive"},
+		{"WHGUARD_PASS_THROUGH", "perhaps", nil, "true or false"},
 		{"WHGUARD_REDACT_HEADERS", "X-Key,bad header", nil, "not a header name"},
 		{"WHGUARD_LOG_LEVEL", "loud", nil, "debug, info, warn or error"},
 		{"WHGUARD_LOG_FORMAT", "xml", nil, "json or console"},

@@ -723,3 +723,27 @@ func plainBinary(t *testing.T) string {
 	}
 	return plain.path
 }
+
+// TestE2EPassThrough: with WHGUARD_PASS_THROUGH the real binary stands in
+// front of all of the app's traffic: the app's own endpoints answer
+// through whguard, while the webhook path is still verified, journaled and
+// delivered.
+func TestE2EPassThrough(t *testing.T) {
+	t.Parallel()
+	s := newStack(t, "sqlite", "WHGUARD_PASS_THROUGH=true")
+	s.startOrders()
+	s.startWhguard(true)
+	resp, err := http.Get("http://" + s.listen + "/health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the app's /health through whguard: %d", resp.StatusCode)
+	}
+	client := &http.Client{Timeout: 5 * time.Second}
+	if code, body := s.send(client, "msg_pt", orderEvent("ord_pt", "order.created")); code != http.StatusAccepted {
+		t.Fatalf("webhook: %d %s", code, body)
+	}
+	s.waitDelivered(1, 10*time.Second)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -130,6 +131,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:           routes,
 		MaxBufferedBytes: cfg.MaxBufferedBytes,
+		PassThrough:      passThrough(cfg, log),
 		Journal:          journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
 		Metrics:          ingressMetrics,
 		Logger:           log.Named("ingress"),
@@ -259,4 +261,15 @@ func (b backendControl) Pause(ctx context.Context, p journal.Pause) (journal.Pau
 }
 func (b backendControl) Resume(ctx context.Context, kind, name, reason string) (bool, error) {
 	return b.f.Resume(ctx, kind, name, reason)
+}
+
+// passThrough is the handler of the app's own traffic with
+// WHGUARD_PASS_THROUGH, else nil.
+func passThrough(cfg *config, log *zap.Logger) http.Handler {
+	if !cfg.PassThrough {
+		return nil
+	}
+	target, _ := url.Parse(cfg.BackendURL) // checked by the configuration
+	target.RawQuery = ""
+	return proxy.NewPassThrough(target, log.Named("pass-through"))
 }
