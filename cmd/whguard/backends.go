@@ -10,8 +10,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
 )
@@ -31,42 +29,14 @@ WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
 
 // backends runs `whguard backends …` and returns the exit status.
 func backends(args, environ []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprint(stdout, backendsUsage)
-		return 0
+	pause := func(verb string) func(*apiClient, []string, io.Writer) error {
+		return func(c *apiClient, args []string, w io.Writer) error { return c.pauseOrResume(verb, args, w) }
 	}
-	cfg := cliConfig{AdminListen: defaultAdminListen}
-	if err := parseEnv(&cfg, envPrefix, env.ToMap(environ)); err != nil {
-		fmt.Fprintln(stderr, "whguard:", err)
-		return 2
-	}
-	if cfg.AdminToken == "" {
-		fmt.Fprintln(stderr, "whguard: WHGUARD_ADMIN_TOKEN is not set: the admin API needs it")
-		return 2
-	}
-	if len(args) == 0 {
-		fmt.Fprint(stderr, backendsUsage)
-		return 2
-	}
-	c := &apiClient{base: cfg.baseURL(), token: cfg.AdminToken, http: &http.Client{Timeout: 30 * time.Second}}
-	var err error
-	switch args[0] {
-	case "list":
-		err = c.backendsList(args[1:], stdout)
-	case "pause", "resume":
-		err = c.pauseOrResume(args[0], args[1:], stdout)
-	default:
-		fmt.Fprintf(stderr, "whguard backends: unknown subcommand %q\n\n%s", args[0], backendsUsage)
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "whguard backends:", err)
-		if _, ok := err.(usageError); ok {
-			return 2
-		}
-		return 1
-	}
-	return 0
+	return adminCommand("backends", backendsUsage, args, environ, stdout, stderr, map[string]func(*apiClient, []string, io.Writer) error{
+		"list":   (*apiClient).backendsList,
+		"pause":  pause("pause"),
+		"resume": pause("resume"),
+	})
 }
 
 func (c *apiClient) backendsList(args []string, w io.Writer) error {

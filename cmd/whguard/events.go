@@ -63,8 +63,22 @@ WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN.
 
 // events runs `whguard events …` and returns the exit status.
 func events(args, environ []string, stdout, stderr io.Writer) int {
+	return adminCommand("events", eventsUsage, args, environ, stdout, stderr, map[string]func(*apiClient, []string, io.Writer) error{
+		"list":      (*apiClient).list,
+		"show":      (*apiClient).show,
+		"conflicts": (*apiClient).conflicts,
+		"replay":    (*apiClient).replay,
+	})
+}
+
+// adminCommand runs a CLI command that talks to the admin API (`whguard
+// events`, `whguard backends`): help, the address and token from the
+// sidecar's own variables, the subcommand, and the exit status (2 for a
+// usage or configuration mistake, 1 for a failure).
+func adminCommand(name, usage string, args, environ []string, stdout, stderr io.Writer,
+	subs map[string]func(*apiClient, []string, io.Writer) error) int {
 	if len(args) > 0 && isHelp(args[0]) {
-		fmt.Fprint(stdout, eventsUsage)
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	cfg := cliConfig{AdminListen: defaultAdminListen}
@@ -77,26 +91,17 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if len(args) == 0 {
-		fmt.Fprint(stderr, eventsUsage)
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	sub, ok := subs[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "whguard %s: unknown subcommand %q\n\n%s", name, args[0], usage)
 		return 2
 	}
 	c := &apiClient{base: cfg.baseURL(), token: cfg.AdminToken, http: &http.Client{Timeout: 30 * time.Second}}
-	var err error
-	switch args[0] {
-	case "list":
-		err = c.list(args[1:], stdout)
-	case "show":
-		err = c.show(args[1:], stdout)
-	case "conflicts":
-		err = c.conflicts(args[1:], stdout)
-	case "replay":
-		err = c.replay(args[1:], stdout)
-	default:
-		fmt.Fprintf(stderr, "whguard events: unknown subcommand %q\n\n%s", args[0], eventsUsage)
-		return 2
-	}
-	if err != nil {
-		fmt.Fprintln(stderr, "whguard events:", err)
+	if err := sub(c, args[1:], stdout); err != nil {
+		fmt.Fprintf(stderr, "whguard %s: %v\n", name, err)
 		if _, ok := err.(usageError); ok {
 			return 2
 		}
