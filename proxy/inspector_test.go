@@ -52,36 +52,7 @@ func TestInspectorInBrowser(t *testing.T) {
 	}))
 	defer srv.Close()
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-
-	// waitJS polls a JavaScript condition in the page.
-	waitJS := func(what, expr string) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	ctx, waitJS := newBrowser(t)
 	text := func(sel string) string {
 		t.Helper()
 		s, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(`+"`"+sel+"`"+`).textContent`))
@@ -175,34 +146,7 @@ func TestInspectorBackendsInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c}),
 	}))
 	defer srv.Close()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath(t)),
-		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-quic", true),
-	)
-	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancel()
-	ctx, cancel := chromedp.NewContext(actx)
-	defer cancel()
-	ctx, cancel = context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	waitJS := func(what, expr string) {
-		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
+	ctx, waitJS := newBrowser(t)
 	if err := chromedp.Do(ctx,
 		chromedp.Navigate(srv.URL+"/"),
 		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
@@ -283,4 +227,38 @@ type emptyInspector struct{ proxy.Inspector }
 
 func (emptyInspector) List(context.Context, journal.Filter) ([]journal.Summary, int64, error) {
 	return nil, 0, nil
+}
+
+// newBrowser starts a headless Chromium for one test (closed when it
+// ends) and returns its context and a function that waits for a
+// JavaScript condition in the page.
+func newBrowser(t *testing.T) (context.Context, func(what, expr string)) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath(t)),
+		chromedp.NoSandbox, chromedp.DisableGPU, chromedp.Headless,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-quic", true),
+	)
+	actx, cancel1 := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	ctx, cancel3 := context.WithTimeout(ctx, 60*time.Second)
+	t.Cleanup(func() { cancel3(); cancel2(); cancel1() })
+	waitJS := func(what, expr string) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+			if err == nil && ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s: %v", what, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return ctx, waitJS
 }
