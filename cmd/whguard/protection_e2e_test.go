@@ -360,6 +360,33 @@ func TestE2ELimitsSharedAcrossReplicas(t *testing.T) {
 	t.Logf("300 events in %s, at most %d per second, %d at once", took.Round(time.Millisecond), b.mostInOneSecond(), b.most.Load())
 }
 
+// TestE2EProviderLimitSharedAcrossReplicas: a provider's own limit
+// (WHGUARD_<NAME>_RATE_LIMIT, no backend limit) is shared by two replicas
+// too: never more than its rate plus burst in any one second.
+func TestE2EProviderLimitSharedAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	rd := startRedis(t)
+	b := newProbeBackend(t, 5*time.Millisecond)
+	s := newProtectedSet(t, 2, b, "WHGUARD_REDIS_URL="+rd.url(), "WHGUARD_SHOP_RATE_LIMIT=30/s", "WHGUARD_SHOP_RATE_BURST=5")
+	const n = 120
+	start := time.Now()
+	s.sendMany("prov", n)
+	s.waitAllDelivered(n, 60*time.Second, 0)
+	took := time.Since(start)
+	if got := b.mostInOneSecond(); got > 35+jitterAllowance {
+		t.Errorf("%d requests started within one second; the provider's limit is 30/s with a burst of 5", got)
+	}
+	if took < 3*time.Second {
+		t.Errorf("%d events delivered in %s: faster than 30/s", n, took)
+	}
+	if _, twice := b.delivered(); twice != 0 {
+		t.Errorf("%d events delivered twice", twice)
+	}
+	if held := s.heldTotal("rate", 0, 1); held == 0 {
+		t.Error("no delivery counted as held by the provider's limit")
+	}
+}
+
 // TestE2ELimitsInOneProcessWithoutRedis: without WHGUARD_REDIS_URL the
 // same limits hold, kept in the process.
 func TestE2ELimitsInOneProcessWithoutRedis(t *testing.T) {
