@@ -99,17 +99,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 		}
 	}
 	for _, s := range KnownSchemes() {
-		cfg := ProviderConfig{Name: "k", Scheme: s, Secrets: []string{swSecret}}
-		switch s {
-		case SchemeSendGrid:
-			cfg.PublicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
-		case SchemeDiscord:
-			cfg.PublicKey = strings.Repeat("ab", 32)
-		case SchemeTwilio, SchemeSquare:
-			cfg.PublicURL = "https://example.com/hook"
-		case SchemeHMAC:
-			cfg.HMAC.SignatureHeader = "X-Signature"
-		}
+		cfg := minimalConfig(s)
 		if _, err := NewProvider(cfg); err != nil {
 			t.Errorf("known scheme %q refused: %v", s, err)
 		}
@@ -271,4 +261,21 @@ func TestIDSigned(t *testing.T) {
 			t.Errorf("%s (id header %q): IDSigned %v, want %v", c.cfg.Scheme, c.cfg.IDHeader, got, c.want)
 		}
 	}
+}
+
+// minimalConfig is the smallest valid configuration of a scheme: a secret,
+// and the key, URL or header the scheme also requires.
+func minimalConfig(scheme string) ProviderConfig {
+	cfg := ProviderConfig{Name: "k", Scheme: scheme, Secrets: []string{swSecret}}
+	switch scheme {
+	case SchemeSendGrid:
+		cfg.PublicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
+	case SchemeDiscord:
+		cfg.PublicKey = strings.Repeat("ab", 32)
+	case SchemeTwilio, SchemeSquare:
+		cfg.PublicURL = "https://example.com/hook"
+	case SchemeHMAC:
+		cfg.HMAC.SignatureHeader = "X-Signature"
+	}
+	return cfg
 }
