@@ -195,13 +195,16 @@ func (p *Postgres) replayIDs(ctx context.Context, ids []int64, reason string) (i
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
-	// Exact counts for the statuses that stay small (undelivered and
-	// quarantined), through the status index; done rows are most of a
-	// large journal, so their count is the planner's estimate of the table
-	// minus the others, keeping this refresh cheap at millions of rows.
+	// Exact counts for the statuses other than done (undelivered,
+	// quarantined and ignored), through the status index; done rows are
+	// most of a large journal, so their count is the planner's estimate of
+	// the table minus the others, keeping this refresh cheap at millions of
+	// rows. Ignored rows are counted exactly: a filter that drops most of a
+	// provider's traffic makes them many, but they are still one index
+	// range, and operators want their number right.
 	rows, err := p.pool.Query(ctx, `
 SELECT status, count(*) FROM whguard_events
-WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
+WHERE status IN ('pending', 'processing', 'retry', 'dead', 'ignored') GROUP BY status`)
 	if err != nil {
 		return s, fmt.Errorf("count events: %w", err)
 	}
@@ -264,7 +267,7 @@ WITH moved AS (
     -- makes this join find nothing (the event is then not replayable).
     FROM (SELECT e.id, e.status FROM whguard_events e
           JOIN whguard_payloads p ON p.event_row_id = e.id
-          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
+          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done', 'ignored')
           FOR UPDATE OF e, p) old
     WHERE ev.id = old.id
     RETURNING ev.id, old.status
