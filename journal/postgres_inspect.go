@@ -146,7 +146,7 @@ SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id 
 	return &d, pl, nil
 }
 
-// Replay sends a dead or done event back to retry, due now, with a fresh
+// Replay sends a dead, done or ignored event back to retry, due now, with a fresh
 // budget of attempts (the attempt count keeps counting) and the same
 // payload, and audits why. The row's key, and so its Idempotency-Key, do
 // not change.
@@ -174,8 +174,8 @@ func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (re
 	return t, err
 }
 
-// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead or done
-// events matching f (Status must be dead or done; "" means dead), and
+// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead, done or ignored
+// events matching f (Status must be one of those; "" means dead), and
 // returns how many were replayed.
 func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
 	return bulkReplay(ctx, p, f, reason, false)

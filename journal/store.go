@@ -36,7 +36,7 @@ type dialect interface {
 	// replayEvent sends event id back to retry and audits why, when it is
 	// replayable, and reports what it found.
 	replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error)
-	// replayIDs replays those of ids that are dead or done with their
+	// replayIDs replays those of ids that are dead, done or ignored with their
 	// payload, in one write, auditing why, and returns how many.
 	replayIDs(ctx context.Context, ids []int64, reason string) (int, error)
 	// cleanupEvents deletes up to n done or ignored events last changed before
@@ -220,7 +220,7 @@ func (t replayTarget) refusal(id int64) error {
 }
 
 // replayEvent replays one event: ErrNotFound when there is no such event,
-// ErrNotReplayable (saying why) when it is not dead or done or has lost
+// ErrNotReplayable (saying why) when it is not dead, done or ignored, or has lost
 // its payload.
 func replayEvent(ctx context.Context, d dialect, id int64, reason string) error {
 	t, err := d.replayEvent(ctx, id, reason)
