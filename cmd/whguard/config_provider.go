@@ -92,6 +92,9 @@ func (p *providerConfig) validateMode(forwardTimeout time.Duration, ps *problems
 		}
 		return warnings
 	case "sync":
+		if ps.failed(p.prefix + "SYNC_TIMEOUT") {
+			return warnings // not a duration: already reported
+		}
 	default:
 		ps.addf(p.prefix+"MODE", "%q is not a mode; expected async (the default) or sync", p.env.Mode)
 		return warnings
