@@ -239,6 +239,22 @@ func TestSyncTwilioGetsTheTwiML(t *testing.T) {
 		if app.Calls() != 1 {
 			t.Fatalf("backend called %d times for one event and its duplicate", app.Calls())
 		}
+		// A replay delivers the event again, but the stored reply stays
+		// the one its sender got.
+		if err := s.j.Replay(context.Background(), ev.ID, "test"); err != nil {
+			t.Fatal(err)
+		}
+		s.fwd.Wake()
+		deadline := time.Now().Add(10 * time.Second)
+		for app.Calls() != 2 || s.waitStatus(t, ev.ID, journal.StatusDone) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("replay not delivered: %d calls", app.Calls())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if dup := s.post(t, "/webhooks/twilio", h, body); dup.body != first.body {
+			t.Fatalf("duplicate after a replay: %s", dup.body)
+		}
 		// A new message does reach the backend, with its new answer.
 		h2, body2 := twilioSMS(t, s.url+"/webhooks/twilio", "again")
 		if r := s.post(t, "/webhooks/twilio", h2, body2); !strings.Contains(r.body, "Something else: again") {
