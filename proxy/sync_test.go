@@ -352,6 +352,39 @@ func TestSyncFallbacks(t *testing.T) {
 				t.Fatalf("attempts %+v", d.AttemptLog)
 			}
 		})
+		t.Run("ProviderPaused", func(t *testing.T) {
+			// A held delivery is not an attempt and cannot answer in time:
+			// the sender gets the 202 as soon as it is held, not after the
+			// timeout, and the event is delivered once the pause ends.
+			var calls atomic.Int32
+			s := newSyncStack(t, store, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				calls.Add(1)
+				io.WriteString(w, "<Response/>")
+			}), 10*time.Second)
+			ctx := context.Background()
+			if _, err := s.fwd.Pause(ctx, journal.Pause{Kind: journal.PauseProvider, Name: "twilio", Reason: "test"}); err != nil {
+				t.Fatal(err)
+			}
+			h, body := twilioSMS(t, s.url+"/webhooks/twilio", "paused")
+			began := time.Now()
+			if r := s.post(t, "/webhooks/twilio", h, body); r.status != http.StatusAccepted || !isAccepted(r) {
+				t.Fatalf("paused: %d %s", r.status, r.body)
+			}
+			if took := time.Since(began); took >= 10*time.Second {
+				t.Fatalf("answered after the whole sync timeout (%s), not when held", took)
+			}
+			ev := s.only(t)
+			if d, _ := s.j.Get(ctx, ev.ID); d.Status == journal.StatusDone || calls.Load() != 0 || len(d.AttemptLog) != 0 {
+				t.Fatalf("delivered while paused: %s, %d calls, %d attempts", d.Status, calls.Load(), len(d.AttemptLog))
+			}
+			if _, err := s.fwd.Resume(ctx, journal.PauseProvider, "twilio", "test"); err != nil {
+				t.Fatal(err)
+			}
+			s.waitStatus(t, ev.ID, journal.StatusDone)
+			if calls.Load() != 1 {
+				t.Fatalf("%d calls", calls.Load())
+			}
+		})
 		t.Run("ReplyTooLarge", func(t *testing.T) {
 			var calls atomic.Int32
 			s := newSyncStack(t, store, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
