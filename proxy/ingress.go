@@ -428,9 +428,14 @@ func (in *Ingress) replyStored(w http.ResponseWriter, provider, result string, r
 	} else {
 		w.Header()["Content-Type"] = nil // none, as the backend sent: no sniffing
 	}
-	w.Header().Set("Content-Length", fmt.Sprint(len(r.Body)))
-	w.WriteHeader(r.Status)
-	_, _ = w.Write(r.Body)
+	if r.Status == http.StatusNoContent || r.Status == http.StatusResetContent {
+		// No body allowed (RFC 9110 15.3.5, 15.3.6).
+		w.WriteHeader(r.Status)
+	} else {
+		w.Header().Set("Content-Length", fmt.Sprint(len(r.Body)))
+		w.WriteHeader(r.Status)
+		_, _ = w.Write(r.Body)
+	}
 	in.metrics.observeIngress(provider, result, in.now().Sub(start))
 }
 

@@ -385,6 +385,19 @@ func TestSyncFallbacks(t *testing.T) {
 				t.Fatalf("%d calls", calls.Load())
 			}
 		})
+		t.Run("NoContent", func(t *testing.T) {
+			// A 204 is a reply like any other: stored, and given back
+			// without a body.
+			s := newSyncStack(t, store, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.WriteHeader(http.StatusNoContent)
+			}), 2*time.Second)
+			h, body := slackCommand("quiet")
+			for i := range 2 {
+				if r := s.post(t, "/webhooks/slack", h, body); r.status != http.StatusNoContent || r.body != "" {
+					t.Fatalf("request %d: %d %q", i, r.status, r.body)
+				}
+			}
+		})
 		t.Run("ReplyTooLarge", func(t *testing.T) {
 			var calls atomic.Int32
 			s := newSyncStack(t, store, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
