@@ -355,14 +355,19 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			// event's first attempt would not start at once, so its sender
 			// gets the 202 now and the event is leased like any other.
 			in.commit()
+			if route.SyncTimeout > 0 && event.Reply == nil {
+				in.metrics.observeSync(name, syncNotClaimed)
+			}
 		}
 		if answer != nil {
-			if reply, ok := in.awaitReply(r.Context(), answer, start.Add(route.SyncTimeout)); ok {
+			reply, outcome := in.awaitReply(r.Context(), answer, start.Add(route.SyncTimeout))
+			in.metrics.observeSync(name, outcome)
+			switch outcome {
+			case syncReplied:
 				in.replyStored(w, name, ResultAccepted, reply, start)
 				return
-			}
-			if r.Context().Err() != nil {
-				return // the sender hung up; the event goes on
+			case syncSenderGone:
+				return // the event goes on
 			}
 		}
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
@@ -378,6 +383,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			if stored != nil {
+				in.metrics.observeSync(name, syncStored)
 				in.replyStored(w, name, ResultDuplicate, stored, start)
 				return
 			}
@@ -404,19 +410,23 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// awaitReply waits until deadline for the stored reply of a sync event;
-// ok is false on a timeout, a delivery that stored none, or a sender that
-// hung up. Not waiting longer never stops the delivery.
-func (in *Ingress) awaitReply(ctx context.Context, answer <-chan *journal.Reply, deadline time.Time) (*journal.Reply, bool) {
+// awaitReply waits until deadline for the stored reply of a sync event
+// and says how the wait ended (syncReplied with the reply, or syncTimeout,
+// syncNoReply, syncSenderGone). Not waiting longer never stops the
+// delivery.
+func (in *Ingress) awaitReply(ctx context.Context, answer <-chan *journal.Reply, deadline time.Time) (*journal.Reply, string) {
 	timer := time.NewTimer(deadline.Sub(in.now()))
 	defer timer.Stop()
 	select {
 	case reply := <-answer:
-		return reply, reply != nil
+		if reply == nil {
+			return nil, syncNoReply
+		}
+		return reply, syncReplied
 	case <-timer.C:
-		return nil, false
+		return nil, syncTimeout
 	case <-ctx.Done():
-		return nil, false
+		return nil, syncSenderGone
 	}
 }
 

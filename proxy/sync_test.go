@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	twilioclient "github.com/twilio/twilio-go/client"
 
 	"github.com/whguard/whguard/examples/backends/twiml"
@@ -43,6 +44,27 @@ type syncStack struct {
 	url string // the ingress's base URL
 	j   journal.Store
 	fwd *forwarder.Forwarder
+	reg *prometheus.Registry
+}
+
+// synced reads whguard_sync_replies_total for a provider and outcome.
+func (s *syncStack) synced(provider, outcome string) float64 {
+	mfs, _ := s.reg.Gather()
+	for _, mf := range mfs {
+		if mf.GetName() != "whguard_sync_replies_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["provider"] == provider && labels["outcome"] == outcome {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }
 
 func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout time.Duration) *syncStack {
@@ -75,6 +97,7 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 		defer cancel()
 		_ = fwd.Stop(ctx)
 	})
+	reg := prometheus.NewRegistry()
 	mk := func(cfg verify.ProviderConfig) *verify.Provider {
 		p, err := verify.NewProvider(cfg)
 		if err != nil {
@@ -89,7 +112,7 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 			{Path: "/webhooks/slack", SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
 				Name: "slack", Scheme: "slack", Secrets: []string{slackSecret}})},
 		},
-		Journal: j, Dispatcher: fwd, OnCommit: fwd.Wake, Replies: j,
+		Journal: j, Dispatcher: fwd, OnCommit: fwd.Wake, Replies: j, Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +122,7 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 	srv.Listener = l
 	srv.Start()
 	t.Cleanup(srv.Close)
-	return &syncStack{url: base, j: j, fwd: fwd}
+	return &syncStack{url: base, j: j, fwd: fwd, reg: reg}
 }
 
 // twilioSMS is an incoming SMS as Twilio posts it, signed the way Twilio
@@ -255,6 +278,9 @@ func TestSyncTwilioGetsTheTwiML(t *testing.T) {
 		if dup := s.post(t, "/webhooks/twilio", h, body); dup.body != first.body {
 			t.Fatalf("duplicate after a replay: %s", dup.body)
 		}
+		if s.synced("twilio", "replied") != 1 || s.synced("twilio", "stored") != 2 {
+			t.Fatalf("sync metrics: replied %v, stored %v", s.synced("twilio", "replied"), s.synced("twilio", "stored"))
+		}
 		// A new message does reach the backend, with its new answer.
 		h2, body2 := twilioSMS(t, s.url+"/webhooks/twilio", "again")
 		if r := s.post(t, "/webhooks/twilio", h2, body2); !strings.Contains(r.body, "Something else: again") {
@@ -325,6 +351,9 @@ func TestSyncFallbacks(t *testing.T) {
 				t.Fatalf("duplicate during the attempt: %d %s", r.status, r.body)
 			}
 			close(release)
+			if n := s.synced("twilio", "timeout"); n != 1 {
+				t.Fatalf("timeouts counted: %v", n)
+			}
 			ev := s.only(t)
 			s.waitStatus(t, ev.ID, journal.StatusDone)
 			// The late answer was stored: a later duplicate gets it.
@@ -412,6 +441,9 @@ func TestSyncFallbacks(t *testing.T) {
 			ev := s.only(t)
 			if d := s.waitStatus(t, ev.ID, journal.StatusDone); d.Reply != nil {
 				t.Fatalf("an oversize answer was stored: %+v", d.Reply)
+			}
+			if n := s.synced("slack", "no_reply"); n != 1 {
+				t.Fatalf("no_reply counted: %v", n)
 			}
 			// Delivered, so done: its duplicate is acknowledged, not sent.
 			if r := s.post(t, "/webhooks/slack", h, body); r.status != http.StatusOK || !isAccepted(r) || calls.Load() != 1 {
