@@ -26,7 +26,7 @@ func TestE2ESyncTwilio(t *testing.T) {
 		t.Parallel()
 		app := twiml.New()
 		backend := httptest.NewServer(app)
-		defer backend.Close()
+		t.Cleanup(backend.Close) // after the replicas are killed (cleanups run last first)
 		const token = "twilio-auth-token-sync-e2e"
 		// Behind a load balancer every replica is configured with the URL
 		// Twilio posts to, which is what it signs.
@@ -34,7 +34,7 @@ func TestE2ESyncTwilio(t *testing.T) {
 		dbURL := journalURL(t, store)
 		replica := func() (listen, admin string) {
 			listen, admin = freePort(t), freePort(t)
-			p := start(t, binary, []string{
+			start(t, binary, []string{
 				"WHGUARD_DATABASE_URL=" + dbURL,
 				"WHGUARD_LISTEN=" + listen, "WHGUARD_ADMIN_LISTEN=" + admin, "WHGUARD_ADMIN_TOKEN=e2e-token",
 				"WHGUARD_PROVIDERS=sms",
@@ -42,7 +42,6 @@ func TestE2ESyncTwilio(t *testing.T) {
 				"WHGUARD_SMS_MODE=sync", "WHGUARD_SMS_SYNC_TIMEOUT=5s",
 				"WHGUARD_BACKEND_URL=" + backend.URL, "WHGUARD_SHUTDOWN_TIMEOUT=5s",
 			})
-			t.Cleanup(func() { _ = p.cmd.Process.Kill() })
 			waitHTTP(t, "http://"+admin+"/readyz", 20*time.Second)
 			return listen, admin
 		}
