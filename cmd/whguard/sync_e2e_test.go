@@ -20,7 +20,8 @@ import (
 // TestE2ESyncTwilio: the real binary, configured from the environment with
 // a Twilio provider in sync mode, answers a signed SMS with the TwiML of
 // the example app, answers its duplicate with the same TwiML without
-// calling the app, and shows the stored reply in the API's event detail.
+// calling the app (on PostgreSQL, at another replica too), and shows the
+// stored reply in the API's event detail.
 func TestE2ESyncTwilio(t *testing.T) {
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
 		t.Parallel()
