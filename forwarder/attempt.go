@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -120,6 +121,15 @@ func (f *Forwarder) deliver(j job) {
 	sending.Add(1)
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now, target.Sync)
 	sending.Add(-1)
+	if f.aborted.Err() == nil {
+		// The backend's answer (or its failure to answer) tunes the limit
+		// of deliveries in flight; before this one's slot is handed over,
+		// so a shrinking limit can keep it.
+		failed := res.status == 0 || res.status == http.StatusTooManyRequests || res.status >= 500
+		if _, changed := f.limit.observe(f.cfg.Now(), res.duration, failed, f.inUse()); changed {
+			f.applyLimit()
+		}
+	}
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.

@@ -140,7 +140,12 @@ type Config struct {
 	Timeout time.Duration
 	// Concurrency bounds the requests to the backends in flight; as many
 	// finished deliveries may be waiting for their outcome to be written.
+	// Within it, the number in flight adapts to the backend (adapt.go).
 	Concurrency int
+	// MaxInFlight, when set, is the most the adaptive limit grows to
+	// (WHGUARD_BACKEND_MAX_IN_FLIGHT: the governor enforces it across
+	// replicas; growing past it would only make deliveries to hold).
+	MaxInFlight int
 	// Policy is the retry policy; zero fields take the defaults.
 	Policy Policy
 	// PollInterval is the fallback poll when no wake-up arrives.
@@ -266,7 +271,7 @@ type Forwarder struct {
 	governorWaits atomic.Int32
 
 	admission
-	pool
+	*pool
 
 	// complete batches the outcomes of deliveries finishing together into
 	// one fenced statement (attempt.go).
@@ -300,7 +305,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		admission: newAdmission(),
-		pool:      newPool(cfg.Concurrency),
+		pool:      newPool(cfg.Concurrency, cmp.Or(cfg.MaxInFlight, cfg.Concurrency), cfg.Now()),
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
 	}
