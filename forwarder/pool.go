@@ -30,8 +30,8 @@ import (
 //   - the delivery goroutines: idle hands work to one waiting for more,
 //     workersQuit (closed once by quitWorkers) ends those that wait.
 type pool struct {
-	slots     chan struct{}
-	limit     *inFlightLimit
+	slots chan struct{}
+	limit *inFlightLimit
 	// reserveMu guards taking and giving back reserved slots; reserved
 	// counts them, wantReserved is how many the limit asks for (Concurrency
 	// minus the limit).
@@ -39,8 +39,8 @@ type pool struct {
 	reserved     atomic.Int32
 	wantReserved int
 	records      chan struct{}
-	unslotted chan struct{}
-	inflight  sync.WaitGroup
+	unslotted    chan struct{}
+	inflight     sync.WaitGroup
 
 	idle        chan func()
 	workersQuit chan struct{}
