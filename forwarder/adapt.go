@@ -12,9 +12,9 @@ import (
 // queue for the CPU), one that takes 50 ms per webhook needs hundreds to
 // keep up with ingest. So the limit is found, not configured:
 //
-//   - it grows by half while it binds (deliveries waiting for it) and the
-//     backend's latency holds (at most twice the lowest seen), or while
-//     growing still raises the delivery rate;
+//   - it doubles while it binds (deliveries waiting for it) and the
+//     backend's latency holds (at most twice the lowest seen), and grows
+//     by half while growing still raises the delivery rate;
 //   - a growth that only raised latency is taken back, and growth waits
 //     adaptProbeEvery before probing again;
 //   - failures (5xx, 429, timeouts, refused connections) in 5 % or more
@@ -125,8 +125,14 @@ func (l *inFlightLimit) decide(now time.Time, elapsed time.Duration) {
 		l.noGrowthUntil = now.Add(adaptProbeEvery)
 	case 2*l.saturated >= l.n && l.limit < l.max && !now.Before(l.noGrowthUntil) &&
 		(holds || grewFrom == 0 || rate >= adaptRateGain*rateBefore):
-		// Latency holds, or the last growth raised the rate: grow again.
+		// Latency holds, or the last growth raised the rate: grow again,
+		// doubling while the latency holds (a slow backend is served in a
+		// second or two), by half once it only pays in rate.
 		l.grewFrom, l.rateBefore = l.limit, rate
-		l.limit = min(l.max, l.limit+max(1, l.limit/2))
+		step := l.limit / 2
+		if holds {
+			step = l.limit
+		}
+		l.limit = min(l.max, l.limit+max(1, step))
 	}
 }
