@@ -51,6 +51,7 @@ func TestConformance(t *testing.T) {
 		{"BodyGuardCatchesReplays", testBodyGuardCatchesReplays},
 		{"SearchAndFilteredReplay", testSearchAndFilteredReplay},
 		{"Pauses", testPauses},
+		{"MinuteFigures", testMinuteFigures},
 	}
 	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {

@@ -48,6 +48,9 @@ type Store interface {
 	Pause(ctx context.Context, p Pause) (Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]Pause, error)
+
+	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
+	Minutes(ctx context.Context, since time.Time) ([]Minute, error)
 }
 
 // Status is the delivery state of an event row (docs/delivery.md, "States
