@@ -25,6 +25,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -185,7 +186,9 @@ type Notifier struct {
 	fired map[string]time.Time
 	dead  map[string]*deadGroup
 
-	queue  chan Message
+	queue chan Message
+	// unsent counts the messages queued or being sent.
+	unsent atomic.Int32
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -278,12 +281,17 @@ func (n *Notifier) Active() []string {
 
 // flushDead reports the dead-event groups that are due: gathered for
 // DeadWindow, and Repeat after their provider's last report.
-func (n *Notifier) flushDead() {
+func (n *Notifier) flushDead() { n.reportDead(false) }
+
+// reportDead reports the due dead-event groups, or every gathered one when
+// all is set (at Stop: they would be lost).
+func (n *Notifier) reportDead(all bool) {
 	now := n.cfg.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	for provider, g := range n.dead {
-		if g.count == 0 || now.Sub(g.first) < n.cfg.DeadWindow || (!g.sent.IsZero() && now.Sub(g.sent) < n.cfg.Repeat) {
+		due := now.Sub(g.first) >= n.cfg.DeadWindow && (g.sent.IsZero() || now.Sub(g.sent) >= n.cfg.Repeat)
+		if g.count == 0 || !due && !all {
 			continue
 		}
 		what := "1 event"
@@ -306,9 +314,11 @@ func (n *Notifier) flushDead() {
 // enqueue hands m to the sender without blocking; n.mu is held.
 func (n *Notifier) enqueue(m Message, now time.Time) {
 	m.At = now.UTC()
+	n.unsent.Add(1)
 	select {
 	case n.queue <- m:
 	default:
+		n.unsent.Add(-1)
 		n.cfg.Metrics.dropped()
 		n.log.Warn("alert dropped: too many waiting to be sent", zap.String("type", m.Type))
 	}

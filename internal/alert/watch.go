@@ -32,6 +32,7 @@ func (n *Notifier) Start(ctx context.Context, p Probes) error {
 			select {
 			case m := <-n.queue:
 				n.send(ctx, m)
+				n.unsent.Add(-1)
 			case <-ctx.Done():
 				return
 			}
@@ -59,12 +60,14 @@ func (n *Notifier) Start(ctx context.Context, p Probes) error {
 	return nil
 }
 
-// Stop sends what is waiting until ctx ends, then stops.
+// Stop reports the dead events gathered so far, sends what is waiting
+// until ctx ends, then stops.
 func (n *Notifier) Stop(ctx context.Context) error {
 	if n.cancel == nil {
 		return nil
 	}
-	for len(n.queue) > 0 && ctx.Err() == nil {
+	n.reportDead(true)
+	for n.unsent.Load() > 0 && ctx.Err() == nil {
 		select {
 		case <-ctx.Done():
 		case <-time.After(20 * time.Millisecond):
