@@ -157,7 +157,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}}),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
