@@ -262,3 +262,81 @@ func newBrowser(t *testing.T) (context.Context, func(what, expr string)) {
 	}
 	return ctx, waitJS
 }
+
+// The inspector's overview in a real browser: the numbers from the
+// journal, the per-minute charts drawn as SVG by the page's own code, and
+// the backends' state. With WHGUARD_SCREENSHOT=file.png it also saves a
+// screenshot of the page (docs/inspector-overview.png is one).
+func TestInspectorOverviewInBrowser(t *testing.T) {
+	t.Parallel()
+	a := newAPIFixture(t, "postgres", 12, 2) // 10 pending, 2 dead
+	now := time.Now().UTC().Truncate(time.Minute)
+	var ms []journal.Minute
+	for i := range 60 {
+		m := journal.Minute{Minute: now.Add(-time.Duration(59-i) * time.Minute), Provider: "alpha"}
+		m.Delivered = int64(400 + 300*((i/7)%3))
+		if i > 45 {
+			m.Failed = int64(20 * (i - 45)) // a backend starting to fail
+		}
+		for k := range m.Delivered {
+			m.ObserveLatency(time.Duration(20+int(k)%40+i) * time.Millisecond)
+		}
+		ms = append(ms, m)
+	}
+	if err := a.j.RecordMinutes(context.Background(), "r1", ms); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: a.j, Overview: a.j, Backends: &stateControl{}}),
+	}))
+	defer srv.Close()
+	ctx, waitJS := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	numOf := func(label string) string {
+		return `(document.querySelector('[data-num="` + label + `"] b')||{}).textContent`
+	}
+	waitJS("the counts", numOf("dead")+` === "2" && `+numOf("pending")+` === "10"`)
+	waitJS("the breaker", numOf("breakers open")+` === "1"`)
+	waitJS("the totals", numOf("delivered (1h)")+` === "`+fmt.Sprint(sum(ms, func(m journal.Minute) int64 { return m.Delivered }))+`"`)
+	// One point per minute: 60 in the delivered line, and the failures
+	// only where there were some (the line still spans the window).
+	waitJS("the delivered line", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 60`)
+	waitJS("the latency lines", `document.querySelector('#ovLatency path[data-series="p99"]').getAttribute("d").length > 100`)
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("ovWindow"), "15m")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("ovWindow").dispatchEvent(new Event("change")), true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("a 15-minute window", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 15`)
+	if path := os.Getenv("WHGUARD_SCREENSHOT"); path != "" {
+		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("ovWindow"), "1h")); err != nil {
+			t.Fatal(err)
+		}
+		chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("ovWindow").dispatchEvent(new Event("change")), true`))
+		waitJS("the hour back", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 60`)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sum(ms []journal.Minute, f func(journal.Minute) int64) int64 {
+	var n int64
+	for _, m := range ms {
+		n += f(m)
+	}
+	return n
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/whguard/whguard/journal"
@@ -82,7 +83,7 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		a.unavailable(w, err)
 		return
 	}
-	out := overview{Window: window.String(), At: now, Counts: stats.ByStatus}
+	out := overview{Window: windowText(window), At: now, Counts: stats.ByStatus}
 	for _, age := range stats.OldestUndelivered {
 		out.OldestPendingAgeSeconds = math.Max(out.OldestPendingAgeSeconds, age.Seconds())
 	}
@@ -110,6 +111,18 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// windowText writes a whole number of minutes as 15m, 1h or 1h30m.
+func windowText(d time.Duration) string {
+	h, m := int(d/time.Hour), int(d%time.Hour/time.Minute)
+	switch {
+	case h == 0:
+		return strconv.Itoa(m) + "m"
+	case m == 0:
+		return strconv.Itoa(h) + "h"
+	}
+	return strconv.Itoa(h) + "h" + strconv.Itoa(m) + "m"
 }
 
 func minuteView(at time.Time, m journal.Minute) overviewMinute {

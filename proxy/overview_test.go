@@ -35,7 +35,7 @@ func testOverview(t *testing.T, store string) {
 		t.Fatal(err)
 	}
 	code, body := a.do(t, "GET", "/api/overview?window=10m", "tok", "")
-	if code != 200 {
+	if code != 200 || body["window"] != "10m" {
 		t.Fatalf("overview: %d %v", code, body)
 	}
 	counts := body["counts"].(map[string]any)
