@@ -139,7 +139,7 @@ func (m *Metrics) setStats(s journal.Stats, targets map[string]Target) {
 	if m == nil {
 		return
 	}
-	for _, st := range []journal.Status{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead} {
+	for _, st := range []journal.Status{journal.StatusPending, journal.StatusProcessing, journal.StatusDone, journal.StatusRetry, journal.StatusDead, journal.StatusIgnored} {
 		m.events.WithLabelValues(string(st)).Set(float64(s.ByStatus[st]))
 	}
 	m.oldest.Reset()

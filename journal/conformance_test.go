@@ -52,6 +52,9 @@ func TestConformance(t *testing.T) {
 		{"SearchAndFilteredReplay", testSearchAndFilteredReplay},
 		{"Pauses", testPauses},
 		{"MinuteFigures", testMinuteFigures},
+		{"IgnoredEvents", testIgnoredEvents},
+		{"IgnoredRetention", testIgnoredRetention},
+		{"TypeMatchesLikeTheListFilter", testTypeMatchesLikeTheListFilter},
 	}
 	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
@@ -1211,5 +1214,142 @@ func testPauses(t *testing.T, s journal.Store) {
 	st, err := s.Stats(ctx)
 	if err != nil || st.Undelivered["acme"] != 1 {
 		t.Fatalf("stats: %+v, %v (want 1 undelivered acme event)", st, err)
+	}
+}
+
+// An ignored event is journaled, answered like any other on a resend,
+// listed and counted, but never leased nor counted as undelivered; it is
+// replayed only on purpose (one by one, or in bulk when status ignored is
+// asked for), and then delivered like any replayed event.
+func testIgnoredEvents(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	ign := ev("q", "ign-1", "h")
+	ign.Ignored = true
+	// Ignored wins over a claim: the receiver must not deliver it.
+	ign.LeaseFor, ign.LeaseToken = time.Minute, uuid.New()
+	r := appendOne(t, s, ign)
+	if r.Outcome != journal.Inserted {
+		t.Fatalf("ignored event: %v", r.Outcome)
+	}
+	ign2 := ev("q", "ign-2", "h")
+	ign2.Ignored = true
+	r2 := appendOne(t, s, ign2)
+	appendOne(t, s, ev("p", "kept", "h"))
+
+	if d := get(t, s, r.ID); d.Status != journal.StatusIgnored || d.Attempts != 0 || d.Body == "" {
+		t.Fatalf("ignored event stored as %+v body %q", d.Summary, d.Body)
+	}
+	// A resend is judged against the stored row, whatever it says now.
+	if dup := appendOne(t, s, ev("q", "ign-1", "h")); dup.Outcome != journal.Duplicate || dup.ID != r.ID {
+		t.Fatalf("resend of an ignored event: %+v", dup)
+	}
+	if c := appendOne(t, s, ev("q", "ign-1", "other")); c.Outcome != journal.Conflict || c.ID != r.ID {
+		t.Fatalf("conflicting resend of an ignored event: %+v", c)
+	}
+	if d := get(t, s, r.ID); d.Status != journal.StatusIgnored {
+		t.Fatalf("resends changed the ignored event: %+v", d.Summary)
+	}
+
+	ds := leaseAll(t, s, time.Minute)
+	if len(ds) != 1 || ds[0].EventID != "kept" {
+		t.Fatalf("leased %+v, want only the kept event", ds)
+	}
+	if n, err := s.ReapExpired(ctx, 3); err != nil || n != 0 {
+		t.Fatalf("reap: %d %v", n, err)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ByStatus[journal.StatusIgnored] != 2 {
+		t.Fatalf("by status %v, want 2 ignored", st.ByStatus)
+	}
+	if _, ok := st.OldestUndelivered["q"]; ok || st.Undelivered["q"] != 0 {
+		t.Fatalf("ignored events counted as undelivered: %v %v", st.OldestUndelivered, st.Undelivered)
+	}
+	if n := count(t, s, journal.Filter{Status: journal.StatusIgnored}); n != 2 {
+		t.Fatalf("listed %d ignored events, want 2", n)
+	}
+
+	// Bulk replay leaves ignored events alone unless they are asked for.
+	if n, err := s.BulkReplay(ctx, journal.Filter{}, "dead ones"); err != nil || n != 0 {
+		t.Fatalf("bulk replay of dead events: %d %v", n, err)
+	}
+	if n, err := s.CountReplayable(ctx, journal.Filter{Status: journal.StatusIgnored, Provider: "q"}); err != nil || n != 2 {
+		t.Fatalf("would replay %d ignored events (%v), want 2", n, err)
+	}
+
+	if err := s.Replay(ctx, r.ID, "we want this one after all"); err != nil {
+		t.Fatal(err)
+	}
+	got := get(t, s, r.ID)
+	if got.Status != journal.StatusRetry || len(got.Replays) != 1 || got.Replays[0].FromStatus != journal.StatusIgnored {
+		t.Fatalf("after replay: %+v %+v", got.Summary, got.Replays)
+	}
+	d := leaseAll(t, s, time.Minute)
+	if len(d) != 1 || d[0].ID != r.ID || d[0].Attempt != 1 || string(d[0].Body) != `{"id":"ign-1","h":"h"}` {
+		t.Fatalf("replayed ignored event leased as %+v", d)
+	}
+
+	if n, err := s.BulkReplay(ctx, journal.Filter{Status: journal.StatusIgnored}, "all of them"); err != nil || n != 1 {
+		t.Fatalf("bulk replay of ignored events: %d %v", n, err)
+	}
+	if got := get(t, s, r2.ID); got.Status != journal.StatusRetry || len(got.Replays) != 1 ||
+		got.Replays[0].FromStatus != journal.StatusIgnored || got.Replays[0].Reason != "all of them" {
+		t.Fatalf("after bulk replay: %+v %+v", got.Summary, got.Replays)
+	}
+}
+
+// Retention treats ignored events like done ones: payloads go first, then
+// the keys.
+func testIgnoredRetention(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	e := ev("q", "ign-old", "h")
+	e.Ignored = true
+	id := appendOne(t, s, e).ID
+	past, future := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	c, err := s.Cleanup(ctx, past, future)
+	if err != nil || c.Payloads != 1 || c.Events != 0 {
+		t.Fatalf("payload cleanup: %+v %v", c, err)
+	}
+	if err := s.Replay(ctx, id, "x"); !errors.Is(err, journal.ErrNotReplayable) {
+		t.Fatalf("replay of an ignored event without payload: %v", err)
+	}
+	c, err = s.Cleanup(ctx, future, future)
+	if err != nil || c.Events != 1 {
+		t.Fatalf("key cleanup: %+v %v", c, err)
+	}
+	if _, err := s.Get(ctx, id); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("ignored event after key cleanup: %v", err)
+	}
+}
+
+// journal.TypeMatches, which the ingress filters with, agrees with the
+// store's type= listing on every pattern, LIKE and GLOB metacharacters
+// included.
+func testTypeMatchesLikeTheListFilter(t *testing.T, s journal.Store) {
+	types := []string{"invoice.paid", "invoice.payment_failed", "customer.subscription.created", "customer.created",
+		"a_b", "axb", "a%b", `a\b`, "x[1]", "x1", "q?", "qq", "Push Hook", "INVOICE.paid", "invoice."}
+	for i, typ := range types {
+		e := ev("p", fmt.Sprint("t", i), "h")
+		e.EventType = typ
+		appendOne(t, s, e)
+	}
+	patterns := []string{"invoice.*", "*.created", "customer.*.created", "a_b", "a%b", `a\b`, "x[1]", "q?",
+		"*", "Push*", "*Hook", "invoice.paid", "in*ce*", "*i*i*", "invoice.*.*"}
+	for _, pat := range patterns {
+		listed, _, err := s.List(context.Background(), journal.Filter{Types: []string{pat}, Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]bool{}
+		for _, sm := range listed {
+			got[sm.EventType] = true
+		}
+		for _, typ := range types {
+			if journal.TypeMatches(pat, typ) != got[typ] {
+				t.Errorf("pattern %q, type %q: TypeMatches %v, listed %v", pat, typ, !got[typ], got[typ])
+			}
+		}
 	}
 }

@@ -7,8 +7,8 @@ import (
 	"time"
 )
 
-// ErrNotReplayable: only dead or done events can be replayed.
-var ErrNotReplayable = errors.New("journal: only dead or done events can be replayed")
+// ErrNotReplayable: only dead, done or ignored events can be replayed.
+var ErrNotReplayable = errors.New("journal: only dead, done or ignored events can be replayed")
 
 // Summary is one event as the inspector and GET /api/events list it.
 type Summary struct {

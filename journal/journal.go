@@ -64,10 +64,15 @@ const (
 	StatusDone       Status = "done"
 	StatusRetry      Status = "retry"
 	StatusDead       Status = "dead"
+	// StatusIgnored: verified and journaled, but its type matched none of
+	// its provider's event-type filter when it was received. It is never
+	// leased, counted as undelivered or forwarded unless replayed.
+	StatusIgnored Status = "ignored"
 )
 
-// replayable reports whether an event in this status may be replayed.
-func (s Status) replayable() bool { return s == StatusDead || s == StatusDone }
+// replayable reports whether an event in this status may be replayed: an
+// ignored one too, delivered then on purpose.
+func (s Status) replayable() bool { return s == StatusDead || s == StatusDone || s == StatusIgnored }
 
 // Errors translated at the store boundary.
 var (
@@ -107,6 +112,11 @@ type Event struct {
 	// signature: the same signed body under another id is then Replayed,
 	// not a new event.
 	BodyGuard bool
+	// Ignored journals a new event with status ignored (its type matched
+	// none of its provider's event-type filter): it is kept, shown and
+	// replayable, but never delivered by itself. It wins over LeaseFor.
+	// A duplicate or conflict is judged against the stored row as usual.
+	Ignored bool
 }
 
 // Outcome says what appending an event did.

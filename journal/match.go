@@ -98,3 +98,32 @@ func globPattern(p string) string {
 	r := strings.NewReplacer(`[`, `[[]`, `?`, `[?]`)
 	return r.Replace(p)
 }
+
+// TypeMatches reports whether an event type matches a type pattern the way
+// Filter.Types matches stored events (likePattern, globPattern): each *
+// stands for any run of characters, none included, dots too; everything
+// else stands for itself, case-sensitively. The ingress uses it to decide,
+// as an event arrives, whether its provider's event-type filter keeps it,
+// so what `type=` lists and what the filter lets through agree.
+func TypeMatches(pattern, typ string) bool {
+	parts := strings.Split(pattern, "*")
+	if len(parts) == 1 {
+		return pattern == typ
+	}
+	first, last := parts[0], parts[len(parts)-1]
+	if len(typ) < len(first)+len(last) || !strings.HasPrefix(typ, first) || !strings.HasSuffix(typ, last) {
+		return false
+	}
+	// The middle parts in order, each as early as it can be (a leftmost
+	// match never makes a later part fail that another choice would let
+	// through).
+	rest := typ[len(first) : len(typ)-len(last)]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(rest, p)
+		if i < 0 {
+			return false
+		}
+		rest = rest[i+len(p):]
+	}
+	return true
+}

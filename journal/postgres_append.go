@@ -33,11 +33,13 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	guards := make([]string, n)
+	ignored := make([]bool, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
-		claimsOnly = claimsOnly && e.ev.LeaseFor > 0
+		ignored[i] = e.ev.Ignored
+		claimsOnly = claimsOnly && (e.ev.LeaseFor > 0 || e.ev.Ignored)
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
 		h, err := marshalHeaders(e.ev.Headers)
@@ -64,7 +66,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
 	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards)
+		NotifyChannel, notify, leaseSecs, tokens, guards, ignored)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
@@ -228,24 +230,25 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 // sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
 // its payloads in one statement (a claimed event, $12 > 0, already leased
 // under its token $13; a body-guarded one with its guard $14, so either
-// unique index can refuse the row: ON CONFLICT has no target), NOTIFYs when $11 is set and something was new,
+// unique index can refuse the row: ON CONFLICT has no target; an
+// ignored one, $15, as status ignored and never leased), NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[])
+                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[], $15::bool[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, ord)
+                                lease_secs, lease_token, guard, ignored, ord)
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard)
     SELECT provider, event_id, event_type, content_hash, received_at, now(),
-           CASE WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
-           CASE WHEN lease_secs > 0 THEN 1 ELSE 0 END,
-           CASE WHEN lease_secs > 0 THEN lease_token END,
-           CASE WHEN lease_secs > 0 THEN now() + make_interval(secs => lease_secs) END,
+           CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
+           CASE WHEN lease_secs > 0 AND NOT ignored THEN 1 ELSE 0 END,
+           CASE WHEN lease_secs > 0 AND NOT ignored THEN lease_token END,
+           CASE WHEN lease_secs > 0 AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
            NULLIF(guard, '')
     FROM input ORDER BY ord
     ON CONFLICT DO NOTHING

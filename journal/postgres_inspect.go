@@ -146,7 +146,7 @@ SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id 
 	return &d, pl, nil
 }
 
-// Replay sends a dead or done event back to retry, due now, with a fresh
+// Replay sends a dead, done or ignored event back to retry, due now, with a fresh
 // budget of attempts (the attempt count keeps counting) and the same
 // payload, and audits why. The row's key, and so its Idempotency-Key, do
 // not change.
@@ -174,8 +174,8 @@ func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (re
 	return t, err
 }
 
-// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead or done
-// events matching f (Status must be dead or done; "" means dead), and
+// BulkReplay replays, in batches of 100, up to f.Limit (0: all) dead, done or ignored
+// events matching f (Status must be one of those; "" means dead), and
 // returns how many were replayed.
 func (p *Postgres) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
 	return bulkReplay(ctx, p, f, reason, false)
@@ -195,13 +195,16 @@ func (p *Postgres) replayIDs(ctx context.Context, ids []int64, reason string) (i
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
-	// Exact counts for the statuses that stay small (undelivered and
-	// quarantined), through the status index; done rows are most of a
-	// large journal, so their count is the planner's estimate of the table
-	// minus the others, keeping this refresh cheap at millions of rows.
+	// Exact counts for the statuses other than done (undelivered,
+	// quarantined and ignored), through the status index; done rows are
+	// most of a large journal, so their count is the planner's estimate of
+	// the table minus the others, keeping this refresh cheap at millions of
+	// rows. Ignored rows are counted exactly: a filter that drops most of a
+	// provider's traffic makes them many, but they are still one index
+	// range, and operators want their number right.
 	rows, err := p.pool.Query(ctx, `
 SELECT status, count(*) FROM whguard_events
-WHERE status IN ('pending', 'processing', 'retry', 'dead') GROUP BY status`)
+WHERE status IN ('pending', 'processing', 'retry', 'dead', 'ignored') GROUP BY status`)
 	if err != nil {
 		return s, fmt.Errorf("count events: %w", err)
 	}
@@ -264,7 +267,7 @@ WITH moved AS (
     -- makes this join find nothing (the event is then not replayable).
     FROM (SELECT e.id, e.status FROM whguard_events e
           JOIN whguard_payloads p ON p.event_row_id = e.id
-          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done')
+          WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done', 'ignored')
           FOR UPDATE OF e, p) old
     WHERE ev.id = old.id
     RETURNING ev.id, old.status

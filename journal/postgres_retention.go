@@ -97,7 +97,7 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 	return nil
 }
 
-// sqlCleanupEvents deletes old done events with their payloads and
+// sqlCleanupEvents deletes old done (and ignored) events with their payloads and
 // attempts (which have no foreign key on PostgreSQL: migration 0004);
 // conflicts and replays go by ON DELETE CASCADE.
 const sqlCleanupEvents = `
@@ -105,12 +105,12 @@ WITH gone AS (
     DELETE FROM whguard_events ev
     WHERE ev.id IN (
         SELECT id FROM whguard_events
-        WHERE status = 'done' AND updated_at < $1
+        WHERE status IN ('done', 'ignored') AND updated_at < $1
         ORDER BY updated_at, id LIMIT $2
         FOR UPDATE SKIP LOCKED)
       -- Re-checked on the row as locked: a replay that got there first
       -- (status retry now) must not lose its event.
-      AND ev.status = 'done' AND ev.updated_at < $1
+      AND ev.status IN ('done', 'ignored') AND ev.updated_at < $1
     RETURNING ev.id
 ), payloads AS (
     DELETE FROM whguard_payloads WHERE event_row_id IN (SELECT id FROM gone)
@@ -119,15 +119,15 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone`
 
-// sqlCleanupPayloads drops old done payloads. The event row is locked
+// sqlCleanupPayloads drops old done (and ignored) payloads. The event row is locked
 // (skipping rows a replay holds) and its state re-checked, so a replay and
 // this cleanup never both succeed on one event: a replay that waited for
 // this lock then finds no payload and refuses (Replay locks the payload).
 const sqlCleanupPayloads = `
 DELETE FROM whguard_payloads p
 USING whguard_events ev
-WHERE p.event_row_id = ev.id AND ev.status = 'done' AND ev.updated_at < $1
+WHERE p.event_row_id = ev.id AND ev.status IN ('done', 'ignored') AND ev.updated_at < $1
   AND ev.id IN (
     SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id
-    WHERE e.status = 'done' AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
+    WHERE e.status IN ('done', 'ignored') AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
     FOR UPDATE OF e SKIP LOCKED)`

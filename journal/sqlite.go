@@ -246,15 +246,37 @@ func sqliteLatestVersion() int {
 	return ms[len(ms)-1].version
 }
 
-// Migrate applies the embedded SQLite migrations not yet applied. The file
-// lock already makes this process the only one.
-func (s *SQLite) Migrate(ctx context.Context) ([]int, error) {
+// Migrate applies the embedded SQLite migrations not yet applied, all in
+// one transaction. The file lock already makes this process the only one.
+//
+// Migrations run with foreign keys off, as SQLite's procedure for changing
+// a table's definition requires (migration 0009 rebuilds whguard_events:
+// with foreign keys on, dropping the old table would cascade into every
+// table that refers to it). The pragma does nothing inside a transaction,
+// so it is set around it on the writer's one connection, checked inside,
+// and PRAGMA foreign_key_check must find nothing before the commit.
+func (s *SQLite) Migrate(ctx context.Context) (_ []int, err error) {
 	ms, err := loadMigrations("sqlite_migrations")
 	if err != nil {
 		return nil, err
 	}
+	if err := s.setForeignKeys(ctx, false); err != nil {
+		return nil, fmt.Errorf("migrate embedded journal: %w", err)
+	}
+	defer func() {
+		if ferr := s.setForeignKeys(ctx, true); ferr != nil && err == nil {
+			err = fmt.Errorf("migrate embedded journal: %w", ferr)
+		}
+	}()
 	var applied []int
 	err = s.write(ctx, func(tx sqliteTx) error {
+		var fk int
+		if err := tx.QueryRowContext(ctx, `PRAGMA foreign_keys`).Scan(&fk); err != nil {
+			return fmt.Errorf("read foreign_keys: %w", err)
+		}
+		if fk != 0 {
+			return errors.New("foreign keys are still enforced on the migrating connection")
+		}
 		if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS whguard_schema_migrations (
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 			return fmt.Errorf("create version table: %w", err)
@@ -284,12 +306,41 @@ func (s *SQLite) Migrate(ctx context.Context) ([]int, error) {
 			}
 			applied = append(applied, m.version)
 		}
-		return nil
+		if len(applied) == 0 {
+			return nil
+		}
+		rows, err = tx.QueryContext(ctx, `PRAGMA foreign_key_check`)
+		if err != nil {
+			return fmt.Errorf("check foreign keys: %w", err)
+		}
+		defer rows.Close()
+		if rows.Next() {
+			var table string
+			_ = rows.Scan(&table)
+			return fmt.Errorf("check foreign keys: a row of %s refers to a missing row", table)
+		}
+		return rows.Err()
 	})
 	if err != nil {
 		return nil, fmt.Errorf("migrate embedded journal: %w", err)
 	}
 	return applied, nil
+}
+
+// setForeignKeys turns foreign-key enforcement on or off on the writer's
+// connection, between transactions (never cancelled half way: its state
+// would be unknown).
+func (s *SQLite) setForeignKeys(ctx context.Context, on bool) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	v := "OFF"
+	if on {
+		v = "ON"
+	}
+	if _, err := s.w.ExecContext(context.WithoutCancel(ctx), "PRAGMA foreign_keys = "+v); err != nil {
+		return fmt.Errorf("set foreign_keys=%s: %w", v, err)
+	}
+	return nil
 }
 
 // Path is the journal file's path.

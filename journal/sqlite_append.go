@@ -24,7 +24,10 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			}
 			// A claimed event goes in already leased (Event.LeaseFor).
 			status, attempts, token, expires := StatusPending, 0, any(nil), any(nil)
-			if e.ev.LeaseFor > 0 {
+			switch {
+			case e.ev.Ignored:
+				status = StatusIgnored
+			case e.ev.LeaseFor > 0:
 				status, attempts = StatusProcessing, 1
 				token, expires = e.ev.LeaseToken[:], now+e.ev.LeaseFor.Nanoseconds()
 			}

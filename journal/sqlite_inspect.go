@@ -201,7 +201,7 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 	return &d, pl, nil
 }
 
-// Replay sends a dead or done event back to retry with a fresh budget and
+// Replay sends a dead, done or ignored event back to retry with a fresh budget and
 // audits why.
 func (s *SQLite) Replay(ctx context.Context, id int64, reason string) error {
 	return replayEvent(ctx, s, id, reason)
@@ -245,7 +245,7 @@ WHERE id = ?`, now, now, id); err != nil {
 	return err
 }
 
-// BulkReplay replays matching dead or done events in batches of 100,
+// BulkReplay replays matching dead, done or ignored events in batches of 100,
 // walking ids forward up to the newest id at its start.
 func (s *SQLite) BulkReplay(ctx context.Context, f Filter, reason string) (int, error) {
 	return bulkReplay(ctx, s, f, reason, false)

@@ -35,9 +35,9 @@ func (s *SQLite) cleanupStep(ctx context.Context, query string, before time.Time
 
 const sqliteCleanupEvents = `
 DELETE FROM whguard_events WHERE id IN (
-    SELECT id FROM whguard_events WHERE status = 'done' AND updated_at < ? ORDER BY updated_at, id LIMIT ?)`
+    SELECT id FROM whguard_events WHERE status IN ('done', 'ignored') AND updated_at < ? ORDER BY updated_at, id LIMIT ?)`
 
 const sqliteCleanupPayloads = `
 DELETE FROM whguard_payloads WHERE event_row_id IN (
     SELECT ev.id FROM whguard_events ev JOIN whguard_payloads p ON p.event_row_id = ev.id
-    WHERE ev.status = 'done' AND ev.updated_at < ? ORDER BY ev.updated_at, ev.id LIMIT ?)`
+    WHERE ev.status IN ('done', 'ignored') AND ev.updated_at < ? ORDER BY ev.updated_at, ev.id LIMIT ?)`

@@ -36,13 +36,13 @@ type dialect interface {
 	// replayEvent sends event id back to retry and audits why, when it is
 	// replayable, and reports what it found.
 	replayEvent(ctx context.Context, id int64, reason string) (replayTarget, error)
-	// replayIDs replays those of ids that are dead or done with their
+	// replayIDs replays those of ids that are dead, done or ignored with their
 	// payload, in one write, auditing why, and returns how many.
 	replayIDs(ctx context.Context, ids []int64, reason string) (int, error)
-	// cleanupEvents deletes up to n done events last changed before
+	// cleanupEvents deletes up to n done or ignored events last changed before
 	// before, with everything recorded about them, and returns how many.
 	cleanupEvents(ctx context.Context, before time.Time, n int) (int, error)
-	// cleanupPayloads drops the payloads of up to n done events last
+	// cleanupPayloads drops the payloads of up to n done or ignored events last
 	// changed before before, and returns how many.
 	cleanupPayloads(ctx context.Context, before time.Time, n int) (int, error)
 }
@@ -200,8 +200,8 @@ type replayTarget struct {
 	hasPayload bool
 }
 
-// replayable reports whether the event found may be replayed: a dead or
-// done event whose payload retention has not dropped.
+// replayable reports whether the event found may be replayed: a dead,
+// done or ignored event whose payload retention has not dropped.
 func (t replayTarget) replayable() bool {
 	return t.found && t.hasPayload && t.status.replayable()
 }
@@ -220,7 +220,7 @@ func (t replayTarget) refusal(id int64) error {
 }
 
 // replayEvent replays one event: ErrNotFound when there is no such event,
-// ErrNotReplayable (saying why) when it is not dead or done or has lost
+// ErrNotReplayable (saying why) when it is not dead, done or ignored, or has lost
 // its payload.
 func replayEvent(ctx context.Context, d dialect, id int64, reason string) error {
 	t, err := d.replayEvent(ctx, id, reason)
@@ -235,8 +235,9 @@ func replayEvent(ctx context.Context, d dialect, id int64, reason string) error 
 const replayBatch = 100
 
 // bulkReplay replays, in batches of replayBatch, up to f.Limit (0: all)
-// dead or done events matching every condition of f (Status must be dead
-// or done; "" means dead) whose payload is kept, and returns how many were
+// dead, done or ignored events matching every condition of f (Status must
+// be one of those; "" means dead, so ignored events are replayed in bulk
+// only when asked for by name) whose payload is kept, and returns how many were
 // replayed; with dryRun it only counts them. It walks the matching events
 // newest first with a cursor that only goes down, so an event replayed
 // (and failing or done again) during the walk is never picked twice.
@@ -281,17 +282,18 @@ const cleanupBatch = 5000
 
 // Cleaned counts what a cleanup removed.
 type Cleaned struct {
-	// Events are done events deleted with everything recorded about them;
+	// Events are done (or ignored) events deleted with everything recorded about them;
 	// their keys are forgotten, so a resend would be a new event.
 	Events int
-	// Payloads are bodies and headers dropped from done events that are
+	// Payloads are bodies and headers dropped from done (or ignored) events that are
 	// still kept for deduplication.
 	Payloads int
 }
 
 // cleanup applies retention in batches of cleanupBatch: it deletes done
 // events last changed before keysBefore, and drops the payloads of done
-// events last changed before payloadsBefore. Dead events are quarantine
+// events last changed before payloadsBefore. Ignored events age like done
+// ones: nothing is owed on them. Dead events are quarantine
 // and are never deleted; pending, retry and processing ones are never
 // touched. A step ends with its first short batch.
 func cleanup(ctx context.Context, d dialect, keysBefore, payloadsBefore time.Time) (Cleaned, error) {

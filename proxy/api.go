@@ -86,7 +86,7 @@ type api struct {
 
 var validStatus = map[journal.Status]bool{
 	"": true, journal.StatusPending: true, journal.StatusProcessing: true,
-	journal.StatusDone: true, journal.StatusRetry: true, journal.StatusDead: true,
+	journal.StatusDone: true, journal.StatusRetry: true, journal.StatusDead: true, journal.StatusIgnored: true,
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -235,7 +235,7 @@ func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusNotFound, "no such event")
 		return
 	case errors.Is(err, journal.ErrNotReplayable):
-		apiError(w, http.StatusConflict, "only dead or done events can be replayed")
+		apiError(w, http.StatusConflict, "only dead, done or ignored events can be replayed")
 		return
 	case err != nil:
 		a.unavailable(w, err)
@@ -259,8 +259,8 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	if f.Status == "" {
 		f.Status = journal.StatusDead
 	}
-	if f.Status != journal.StatusDead && f.Status != journal.StatusDone {
-		apiError(w, http.StatusBadRequest, "status must be dead or done")
+	if f.Status != journal.StatusDead && f.Status != journal.StatusDone && f.Status != journal.StatusIgnored {
+		apiError(w, http.StatusBadRequest, "status must be dead, done or ignored")
 		return
 	}
 	if req.Limit < 0 {

@@ -42,7 +42,7 @@ func (ff filterFields) filter(providers []string) (journal.Filter, error) {
 		}
 	}
 	if !validStatus[f.Status] {
-		return f, errors.New("status must be pending, processing, done, retry or dead")
+		return f, errors.New("status must be pending, processing, done, retry, dead or ignored")
 	}
 	if ff.EventID != "" {
 		f.EventID, f.EventIDPrefix = strings.CutSuffix(ff.EventID, "*")

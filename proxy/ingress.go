@@ -67,6 +67,29 @@ type Route struct {
 	// id is not signed; WHGUARD_<NAME>_BODY_GUARD): it is acknowledged like
 	// a duplicate, recorded on the first event, and never forwarded.
 	BodyGuard bool
+	// EventTypes is the provider's event-type filter
+	// (WHGUARD_<NAME>_EVENT_TYPES): patterns with * wildcards, matched as
+	// journal.TypeMatches does. A new event whose type matches none is
+	// acknowledged as usual but journaled as ignored, never forwarded
+	// unless replayed. An event without a type is never ignored: whguard
+	// cannot tell what it is, and holding back what may be wanted is
+	// worse than delivering one more event. Empty: nothing is ignored.
+	EventTypes []string
+}
+
+// ignores reports whether the route's filter leaves out an event of type
+// typ (decided once, as the event arrives: changing the filter later does
+// not touch events already journaled).
+func (r Route) ignores(typ string) bool {
+	if len(r.EventTypes) == 0 || typ == "" {
+		return false
+	}
+	for _, p := range r.EventTypes {
+		if journal.TypeMatches(p, typ) {
+			return false
+		}
+	}
+	return true
 }
 
 // DefaultMaxBodyBytes is the body limit when none is configured: 1 MiB,
@@ -278,10 +301,13 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		RawQuery:    r.URL.RawQuery,
 		ReceivedAt:  start,
 		BodyGuard:   route.BodyGuard,
+		Ignored:     route.ignores(event.Type),
 	}
 	claimed := false
 	var claimedAt time.Time // the claim's lease counts from here, before the commit
-	if in.dispatch != nil {
+	// An ignored event is never delivered, so never claimed for delivery
+	// from memory.
+	if in.dispatch != nil && !ev.Ignored {
 		claimedAt = in.now()
 		if ev.LeaseFor, claimed = in.dispatch.Claim(); claimed {
 			ev.LeaseToken = uuid.New()
@@ -311,6 +337,13 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch results[0].Outcome {
 	case journal.Inserted:
+		if ev.Ignored {
+			// Acknowledged like any new event (the sender must not retry
+			// it); nothing to deliver, so the forwarder is not woken.
+			in.metrics.observeIgnored(name)
+			in.reply(w, name, ResultAccepted, ackStatus, ack, start)
+			return
+		}
 		if claimed {
 			claimed = false
 			in.dispatch.Dispatch(journal.Delivery{

@@ -135,6 +135,64 @@ func TestInspectorInBrowser(t *testing.T) {
 	}
 }
 
+// Ignored events in a real browser: the status filter finds them, the row
+// and the detail show a visible "ignored" badge, and the detail's Replay
+// button replays one, audited from ignored.
+func TestInspectorIgnoredInBrowser(t *testing.T) {
+	t.Parallel()
+	a := newAPIFixture(t, "sqlite", 2, 0)
+	r, err := a.j.Append(context.Background(), []journal.Event{{Provider: "alpha", EventID: "skipped", EventType: "customer.created",
+		ContentHash: "h", Body: []byte(`{"n":"ignored"}`), Path: "/webhooks/x", Headers: http.Header{}, Ignored: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ignored := r[0].ID
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
+	}))
+	defer srv.Close()
+	ctx, waitJS := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.Navigate(srv.URL+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(s => (s.value = "ignored", s.dispatchEvent(new Event("change")), true))(document.getElementById("status"))`)); err != nil {
+		t.Fatalf("choose status ignored: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`))); err != nil {
+		t.Fatalf("filter: %v", err)
+	}
+	row := fmt.Sprintf(`document.querySelector('tr.row[data-id="%d"]')`, ignored)
+	waitJS("only the ignored row", `document.querySelectorAll("tr.row").length === 1 && !!`+row)
+	// Visible: a badge of its own, styled unlike the default (white text
+	// on no background would be invisible).
+	waitJS("the ignored badge", `(b => b.textContent === "ignored" && getComputedStyle(b).color !== "rgb(255, 255, 255)")(`+row+`.querySelector(".badge"))`)
+	waitJS("the bulk button following the status", `document.getElementById("bulk").textContent.includes("ignored")`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr.row[data-id="%d"] td`, ignored)))); err != nil {
+		t.Fatalf("click row: %v", err)
+	}
+	waitJS("the detail's replay button", `!!document.getElementById("replay") && document.querySelector("#detail h3 .badge").textContent === "ignored"`)
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.ID("reason"), "wanted after all"),
+		chromedp.Click(chromedp.ID("replay")),
+	); err != nil {
+		t.Fatalf("replay: %v", err)
+	}
+	waitJS("the retry badge", `(document.querySelector("#detail h3 .badge")||{}).textContent === "retry"`)
+	d, err := a.j.Get(context.Background(), ignored)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Status != journal.StatusRetry || len(d.Replays) != 1 || d.Replays[0].FromStatus != journal.StatusIgnored || d.Replays[0].Reason != "wanted after all" {
+		t.Fatalf("after clicking Replay: %s %+v", d.Status, d.Replays)
+	}
+}
+
 // The inspector's backends section in a real browser: it lists a backend
 // with its state, and its buttons pause and resume it (stored through the
 // API, with the typed reason).

@@ -15,6 +15,7 @@ type Metrics struct {
 	batchSize   prometheus.Histogram
 	commitTime  prometheus.Histogram
 	commitFails prometheus.Counter
+	ignored     *prometheus.CounterVec
 }
 
 // NewMetrics registers the ingress metrics on reg.
@@ -48,7 +49,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_journal_commit_failures_total",
 		Help: "Ingest commits that failed (their requests were answered 503).",
 	})
-	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails)
+	m.ignored = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_events_ignored_total",
+		Help: "New events journaled as ignored (their type matched none of the provider's WHGUARD_<NAME>_EVENT_TYPES), by provider; they are also counted as accepted requests.",
+	}, []string{"provider"})
+	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails, m.ignored)
 	return m
 }
 
@@ -63,6 +68,14 @@ func (m *Metrics) ObserveCommit(events int, took time.Duration, err error) {
 	}
 	m.batchSize.Observe(float64(events))
 	m.commitTime.Observe(took.Seconds())
+}
+
+// observeIgnored counts one new event journaled as ignored.
+func (m *Metrics) observeIgnored(provider string) {
+	if m == nil {
+		return
+	}
+	m.ignored.WithLabelValues(provider).Inc()
 }
 
 // observeRefusal counts one request refused by verification; reason is one

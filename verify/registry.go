@@ -24,6 +24,10 @@ type schemeSpec struct {
 	// forwarding (ResignSupport); a scheme built from an entry saying
 	// ResignYes implements resigner (hmac: with a timestamp header).
 	resign string
+	// eventType says where the scheme finds an event's type, as the
+	// README's provider table says it ("" when it has none: a type filter
+	// would have nothing to match).
+	eventType string
 }
 
 // requirement is a setting a scheme needs; what says what to put there.
@@ -47,29 +51,29 @@ const defaultTol = 5 * time.Minute
 //     document no bound;
 //   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
 var registry = []schemeSpec{
-	{name: SchemeStandard, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
-	{name: SchemeSvix, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
-	{name: SchemeStripe, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
-	{name: SchemeGitHub, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: buildGitHub},
-	{name: SchemeSlack, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
-	{name: SchemeShopify, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
+	{name: SchemeStandard, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeSvix, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
+	{name: SchemeStripe, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
+	{name: SchemeGitHub, eventType: "header `X-GitHub-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: buildGitHub},
+	{name: SchemeSlack, eventType: "body `event.type`, else `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
+	{name: SchemeShopify, eventType: "header `X-Shopify-Topic`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
 	{name: SchemeTwilio, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
 		build: withoutTolerance(newTwilioScheme)},
-	{name: SchemePaddle, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
-	{name: SchemeLinear, resign: ResignBodyTimestamp, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
-	{name: SchemeIntercom, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
-	{name: SchemeZoom, resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
-	{name: SchemeSquare, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
+	{name: SchemePaddle, eventType: "body `event_type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
+	{name: SchemeLinear, eventType: "header `Linear-Event`, else body `type`", resign: ResignBodyTimestamp, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
+	{name: SchemeIntercom, eventType: "body `topic`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
+	{name: SchemeZoom, eventType: "body `event`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
+	{name: SchemeSquare, eventType: "body `type`", resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
 		build: withoutTolerance(newSquareScheme)},
 	{name: SchemeSendGrid, resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "base64 DER of the SendGrid ECDSA P-256 verification key"}}, build: newSendGridScheme},
-	{name: SchemePagerDuty, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
-	{name: SchemeDiscord, resign: ResignPublicKey, tolerance: defaultTol,
+	{name: SchemePagerDuty, eventType: "body `event.event_type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
+	{name: SchemeDiscord, eventType: "`interaction.` + body `type` (a number)", resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
-	{name: SchemeGitLab, resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
-	{name: SchemeHMAC, resign: ResignYes, tolerance: defaultTol,
+	{name: SchemeGitLab, eventType: "header `X-Gitlab-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
+	{name: SchemeHMAC, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol,
 		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
-	{name: SchemeNone, resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
+	{name: SchemeNone, eventType: "body `type`", resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
 }
 
 // lookupScheme returns the registry entry of name.
@@ -79,6 +83,16 @@ func lookupScheme(name string) (*schemeSpec, bool) {
 		return nil, false
 	}
 	return &registry[i], true
+}
+
+// EventTypeSource says where a scheme finds an event's type: a body field
+// or a header, e.g. "body `type`" or "header `X-GitHub-Event`"; "" for a
+// scheme that has none (twilio, sendgrid) and for unknown names.
+func EventTypeSource(scheme string) string {
+	if s, ok := lookupScheme(scheme); ok {
+		return s.eventType
+	}
+	return ""
 }
 
 // KnownSchemes returns the scheme names NewProvider accepts, in a new slice.

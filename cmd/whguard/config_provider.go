@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/verify"
@@ -36,6 +39,9 @@ type providerEnv struct {
 	// the backend's limit.
 	RateLimit string `env:"RATE_LIMIT"`
 	RateBurst *int   `env:"RATE_BURST"`
+	// EventTypes is the event-type filter: a comma list of types, *
+	// wildcards allowed; "" forwards every type.
+	EventTypes string `env:"EVENT_TYPES"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -63,6 +69,8 @@ type providerConfig struct {
 	bodyGuard bool
 	// limit is RateLimit and RateBurst, parsed.
 	limit governor.Limit
+	// eventTypes is EventTypes, parsed (nil: no filter).
+	eventTypes []string
 }
 
 // validate checks one provider's variables and builds its verify.Provider
@@ -109,6 +117,7 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
 	}
 	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
+	p.eventTypes = p.parseEventTypes(ps)
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
@@ -151,6 +160,46 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		}
 	}
 	return warnings
+}
+
+// maxTypePattern bounds one pattern of EVENT_TYPES: an event type longer
+// than 256 bytes is never reported (verify drops it), so no longer pattern
+// could match.
+const maxTypePattern = 256
+
+// parseEventTypes reads EVENT_TYPES: a comma list of event types in which
+// * stands for any run of characters (invoice.*, *.failed), each matched
+// against the whole type, case-sensitively, as the API's type= filter
+// does. Space around an item is dropped; an empty item (",," or a trailing
+// comma), a control character or an item longer than an event type can be
+// is refused, as is a filter on a scheme that reports no event type (it
+// would silently let everything through).
+func (p *providerConfig) parseEventTypes(ps *problems) []string {
+	if strings.TrimSpace(p.env.EventTypes) == "" {
+		return nil
+	}
+	key := p.prefix + "EVENT_TYPES"
+	if p.env.Scheme != "" && verify.EventTypeSource(p.env.Scheme) == "" && slices.Contains(verify.KnownSchemes(), p.env.Scheme) {
+		ps.addf(key, "scheme %s reports no event type, so there is nothing to filter on; leave it unset", p.env.Scheme)
+		return nil
+	}
+	var out []string
+	for i, item := range strings.Split(p.env.EventTypes, ",") {
+		pat := strings.TrimSpace(item)
+		switch {
+		case pat == "":
+			ps.addf(key, "item %d is empty; expected a comma list of event types such as invoice.*,customer.subscription.*", i+1)
+			return nil
+		case !utf8.ValidString(pat) || strings.ContainsFunc(pat, unicode.IsControl):
+			ps.addf(key, "item %d holds a control character or invalid UTF-8; expected event types such as invoice.*", i+1)
+			return nil
+		case len(pat) > maxTypePattern:
+			ps.addf(key, "item %d is longer than %d bytes, the longest event type whguard reads", i+1, maxTypePattern)
+			return nil
+		}
+		out = append(out, pat)
+	}
+	return out
 }
 
 // validateResign returns whether the provider re-signs: RESIGN when set,

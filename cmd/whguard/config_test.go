@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -89,6 +90,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_RESIGN", "true", nil, "signatures never expire"},
 		{"WHGUARD_X_PRESERVE_HOST", "maybe", nil, "true or false"},
 		{"WHGUARD_X_BODY_GUARD", "maybe", nil, "true or false"},
+		{"WHGUARD_X_EVENT_TYPES", "push,,pull_request", nil, "item 2 is empty"},
 		{"WHGUARD_X_RATE_LIMIT", "0/s", nil, "N from 1 to 1000000"},
 		{"WHGUARD_X_RATE_BURST", "3", nil, "a burst needs a rate"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
@@ -193,9 +195,57 @@ func readmeTable(t *testing.T, header string) [][]string {
 	return rows
 }
 
+// WHGUARD_<NAME>_EVENT_TYPES: items are trimmed and kept in order; an
+// empty item, a control character, an item longer than any event type, or
+// a filter on a scheme that reports no type is refused, naming the
+// variable.
+func TestEventTypesFilter(t *testing.T) {
+	t.Parallel()
+	base := []string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=stripe", "WHGUARD_STRIPE_SCHEME=stripe",
+		"WHGUARD_STRIPE_SECRET=whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+	c, _, err := loadConfig(append(base, "WHGUARD_STRIPE_EVENT_TYPES= invoice.* , customer.subscription.*,charge.refunded"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(c.providers[0].eventTypes); got != "[invoice.* customer.subscription.* charge.refunded]" {
+		t.Fatalf("parsed %s", got)
+	}
+	if c, _, err := loadConfig(base); err != nil || c.providers[0].eventTypes != nil {
+		t.Fatalf("unset: %v %v", c.providers[0].eventTypes, err)
+	}
+	for _, tc := range []struct{ value, hint string }{
+		{"invoice.*,", "item 2 is empty"},
+		{",invoice.*", "item 1 is empty"},
+		{"invoice.*, ,customer.*", "item 2 is empty"},
+		{"invoice.\x01*", "control character"},
+		{"invoice.*,\xff", "invalid UTF-8"},
+		{strings.Repeat("a", 257), "longer than 256 bytes"},
+		{"*", ""}, // accepted: matches every type
+	} {
+		value := strings.NewReplacer(`\x01`, "\x01", `\xff`, "\xff").Replace(tc.value)
+		_, _, err := loadConfig(append(base, "WHGUARD_STRIPE_EVENT_TYPES="+value))
+		if tc.hint == "" {
+			if err != nil {
+				t.Errorf("%q refused: %v", value, err)
+			}
+			continue
+		}
+		var ce *configError
+		if errs := configErrors(err); len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != "WHGUARD_STRIPE_EVENT_TYPES" || !strings.Contains(ce.msg, tc.hint) {
+			t.Errorf("%q: want one error naming WHGUARD_STRIPE_EVENT_TYPES with %q, got %v", value, tc.hint, err)
+		}
+	}
+	_, _, err = loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=sg", "WHGUARD_SG_SCHEME=sendgrid",
+		"WHGUARD_SG_PUBLIC_KEY=MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEEDr2LjtURuePQzplybdC+u4CwrqDqBaWjcMMsTbhdbcwHBcepxo7yAQGhHPTnlvFYPAZFceEu/1FwCM/QmGUhA==",
+		"WHGUARD_SG_EVENT_TYPES=processed"})
+	if err == nil || !strings.Contains(err.Error(), "WHGUARD_SG_EVENT_TYPES: scheme sendgrid reports no event type") {
+		t.Errorf("a filter on a scheme without types: %v", err)
+	}
+}
+
 // The README's scheme table lists the registry's schemes, in order, with
-// their required variables, default tolerances and whether they are
-// re-signed on delivery.
+// their required variables, default tolerances, whether they are
+// re-signed on delivery and where their event type comes from.
 func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	t.Parallel()
 	varField := map[string]verify.Field{}
@@ -206,7 +256,7 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 	rows := readmeTable(t, "| scheme | set |")
 	var names []string
 	for _, row := range rows {
-		if len(row) != 6 {
+		if len(row) != 7 {
 			t.Fatalf("row of %d cells: %q", len(row), row)
 		}
 		name := strings.Trim(row[0], "`")
@@ -246,6 +296,12 @@ func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
 		// condition ("yes when `TIMESTAMP_HEADER` is set …").
 		if want := verify.ResignSupport(name); row[5] != want && !strings.HasPrefix(row[5], want+" ") {
 			t.Errorf("%s: README says re-signed on delivery %q, the registry %q", name, row[5], want)
+		}
+
+		// Where the event type comes from (what WHGUARD_<NAME>_EVENT_TYPES
+		// filters on): the registry's words, or "none".
+		if want := cmp.Or(verify.EventTypeSource(name), "none"); row[6] != want {
+			t.Errorf("%s: README says the event type comes from %q, the registry %q", name, row[6], want)
 		}
 	}
 	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {

@@ -48,7 +48,7 @@ const eventsUsage = `usage:
   whguard events show      ID [-provider P | -row]
   whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
-  whguard events replay -all [-status dead|done] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
+  whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
 
 FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC3339
          -match /json/pointer=value (repeatable; searches the bodies of recent events)
@@ -208,7 +208,7 @@ func (m *multiFlag) Set(v string) error { *m = append(*m, v); return nil }
 func (c *apiClient) list(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("events list", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	status := fs.String("status", "", "pending, processing, done, retry or dead")
+	status := fs.String("status", "", "pending, processing, done, retry, dead or ignored")
 	provider := fs.String("provider", "", "provider name")
 	var search searchFlags
 	search.register(fs)
@@ -342,7 +342,7 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 	fs.SetOutput(io.Discard)
 	reason := fs.String("reason", "", "why (audited; required)")
 	all := fs.Bool("all", false, "bulk replay every matching event")
-	status := fs.String("status", "dead", "with -all: dead or done")
+	status := fs.String("status", "dead", "with -all: dead, done or ignored")
 	provider := fs.String("provider", "", "with -all: only this provider")
 	var search searchFlags
 	search.register(fs)
