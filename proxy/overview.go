@@ -24,9 +24,9 @@ const (
 	maxOverviewWindow     = 24 * time.Hour
 )
 
-// overviewMinute is one minute of the overview's series; the latencies
-// are null in a minute with no delivery.
-type overviewMinute struct {
+// OverviewMinute is one minute of the overview's series (or the totals of
+// its window); the latencies are null where nothing was delivered.
+type OverviewMinute struct {
 	At           time.Time `json:"at"`
 	Delivered    int64     `json:"delivered"`
 	Failed       int64     `json:"failed"`
@@ -35,8 +35,8 @@ type overviewMinute struct {
 	LatencyP99Ms *float64  `json:"latency_p99_ms"`
 }
 
-// overview is GET /api/overview.
-type overview struct {
+// Overview is the answer of GET /api/overview.
+type Overview struct {
 	Window string    `json:"window"`
 	At     time.Time `json:"at"`
 	// Counts are the events by status (done is an estimate on a large
@@ -46,10 +46,10 @@ type overview struct {
 	// delivered, 0 when none waits.
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
 	// Totals adds up the window's minutes.
-	Totals overviewMinute `json:"totals"`
+	Totals OverviewMinute `json:"totals"`
 	// Minutes has one entry per minute of the window, oldest first,
 	// every replica's figures added together.
-	Minutes []overviewMinute `json:"minutes"`
+	Minutes []OverviewMinute `json:"minutes"`
 	// Backends is GET /api/backends (state, breaker, pause, backlog per
 	// backend), absent without a forwarder.
 	Backends any `json:"backends,omitempty"`
@@ -83,7 +83,7 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		a.unavailable(w, err)
 		return
 	}
-	out := overview{Window: windowText(window), At: now, Counts: stats.ByStatus}
+	out := Overview{Window: windowText(window), At: now, Counts: stats.ByStatus}
 	for _, age := range stats.OldestUndelivered {
 		out.OldestPendingAgeSeconds = math.Max(out.OldestPendingAgeSeconds, age.Seconds())
 	}
@@ -125,8 +125,8 @@ func windowText(d time.Duration) string {
 	return strconv.Itoa(h) + "h" + strconv.Itoa(m) + "m"
 }
 
-func minuteView(at time.Time, m journal.Minute) overviewMinute {
-	v := overviewMinute{At: at, Delivered: m.Delivered, Failed: m.Failed, Dead: m.Dead}
+func minuteView(at time.Time, m journal.Minute) OverviewMinute {
+	v := OverviewMinute{At: at, Delivered: m.Delivered, Failed: m.Failed, Dead: m.Dead}
 	if p, ok := m.Percentile(0.5); ok {
 		v.LatencyP50Ms = ms(p)
 	}

@@ -49,6 +49,7 @@ const eventsUsage = `usage:
   whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
+  whguard events overview [-window 1h] [-minutes 10] [-json]
 
 FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC3339
          -match /json/pointer=value (repeatable; searches the bodies of recent events)
@@ -68,6 +69,7 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		"show":      (*apiClient).show,
 		"conflicts": (*apiClient).conflicts,
 		"replay":    (*apiClient).replay,
+		"overview":  (*apiClient).overview,
 	})
 }
 
