@@ -23,6 +23,22 @@ type job struct {
 	// pre is the governor's answer given when the row was leased with
 	// others (govern.go, preAdmit); nil: ask when the attempt starts.
 	pre *governor.Decision
+	// answer, when set, receives the stored reply of a sync delivery, or
+	// nil; it is buffered and answered once (see respond).
+	answer chan *journal.Reply
+}
+
+// respond gives the waiting sender its answer (a stored reply or nil). The
+// first call wins; later ones (the deferred nil) are dropped.
+func (j *job) respond(r *journal.Reply) {
+	if j.answer == nil {
+		return
+	}
+	select {
+	case j.answer <- r:
+	default:
+	}
+	j.answer = nil
 }
 
 // Reasons a delivery is held without being attempted (Summary.Held, and
@@ -75,6 +91,7 @@ func (f *Forwarder) handBackContext() (context.Context, context.CancelFunc) {
 // deliver runs one attempt of j, which holds a slot, and records its
 // outcome by j.recordBy.
 func (f *Forwarder) deliver(j job) {
+	defer j.respond(nil) // every way out that stored no reply
 	d := j.d
 	target, ok := f.cfg.Targets[d.Provider]
 	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
@@ -101,7 +118,7 @@ func (f *Forwarder) deliver(j job) {
 	}
 	sending := f.sending[f.origins[d.Provider]]
 	sending.Add(1)
-	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now)
+	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now, target.Sync)
 	sending.Add(-1)
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
@@ -151,12 +168,43 @@ func (f *Forwarder) deliver(j job) {
 	case OutcomeDead:
 		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
 	}
+	if dec.Outcome == OutcomeDone && target.Sync {
+		f.storeReply(log, &j, res)
+	}
 	f.finish(log, j, fin)
 	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
 		// Due before the next poll: look for it when it is due, counted
 		// from now that the due time (now + delay, database clock) is set.
 		time.AfterFunc(dec.Delay, f.Wake)
 	}
+}
+
+// storeReply stores a sync event's 2xx answer with the event and only then
+// hands it to the sender waiting for it: whatever a sender was answered,
+// its duplicates get too. An answer too large to store, or one the journal
+// could not store, answers nothing (the sender gets the usual 202); the
+// delivery itself is done either way.
+func (f *Forwarder) storeReply(log *zap.Logger, j *job, res sendResult) {
+	if res.replyTooLarge {
+		log.Info("sync reply larger than the stored maximum; the sender gets the usual acknowledgement",
+			zap.Int("max_bytes", journal.MaxReplyBytes))
+		return
+	}
+	if f.replies == nil {
+		return
+	}
+	r := journal.Reply{Status: res.status, ContentType: res.contentType, Body: res.body}
+	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+	stored, err := f.replies.SaveReply(ctx, j.d.ID, j.d.LeaseToken, r)
+	cancel()
+	switch {
+	case err != nil:
+		log.Warn("store sync reply failed; the sender gets the usual acknowledgement", zap.Error(err))
+	case stored:
+		j.respond(&r)
+	}
+	// Not stored and no error: a reply is stored already (a replay), or
+	// the lease was lost; nobody is answered with this one.
 }
 
 // finish records the outcome, retrying a failing database until recordBy

@@ -142,6 +142,19 @@ func (f *Forwarder) Dispatch(d journal.Delivery) {
 	f.goDeliver(func() { f.deliverWhenSlot(j) })
 }
 
+// DispatchSync is Dispatch for an event whose sender waits for the
+// backend's answer (sync mode). The returned channel receives exactly one
+// value: the reply once it is stored with the event (a 2xx answer of a
+// Sync target, body within journal.MaxReplyBytes), else nil (any other
+// answer, no answer, a hold, a hand-back at shutdown). The delivery goes
+// on whether or not anybody still reads the channel.
+func (f *Forwarder) DispatchSync(d journal.Delivery) <-chan *journal.Reply {
+	ch := make(chan *journal.Reply, 1)
+	j := job{d: d, recordBy: d.LeaseExpiresAt.Add(-time.Second), claimed: true, answer: ch}
+	f.goDeliver(func() { f.deliverWhenSlot(j) })
+	return ch
+}
+
 // Unclaim gives back a claim that holds no slot: its event was not
 // inserted (a duplicate, a conflict, a failed commit), or its row is
 // being handed back.

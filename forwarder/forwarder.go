@@ -89,7 +89,20 @@ type Target struct {
 	// backend verifying them with the provider's library accepts a late
 	// delivery (WHGUARD_<NAME>_RESIGN). Nil forwards them as received.
 	Resign func(h http.Header, body []byte, at time.Time)
+	// Sync stores the first 2xx answer (status, Content-Type, body of at
+	// most journal.MaxReplyBytes) with the event, for the sender waiting
+	// on DispatchSync and for later duplicates (WHGUARD_<NAME>_MODE=sync).
+	Sync bool
 }
+
+// ReplyStore stores the reply of a sync-mode event; the journal's stores
+// implement it. A Store without it stores no replies: sync deliveries then
+// answer nothing and their senders get the usual acknowledgement.
+type ReplyStore interface {
+	SaveReply(ctx context.Context, id int64, token uuid.UUID, r journal.Reply) (bool, error)
+}
+
+var _ ReplyStore = (*journal.Postgres)(nil)
 
 // Defaults. The retry defaults ride out a backend outage of about eight
 // hours on average (see README, "Delivery guarantees"): 25 attempts with
@@ -254,6 +267,8 @@ const (
 type Forwarder struct {
 	cfg Config
 	log *zap.Logger
+	// replies stores sync replies (nil: the store cannot).
+	replies ReplyStore
 	// origins maps each provider with a target to its backend's origin
 	// (scheme://host:port), for logs and the start-up probe.
 	origins map[string]string
@@ -307,6 +322,7 @@ func New(cfg Config) (*Forwarder, error) {
 		origins:   make(map[string]string, len(cfg.Targets)),
 		figures:   newFigures(),
 	}
+	f.replies, _ = cfg.Store.(ReplyStore)
 	f.sending = map[string]*atomic.Int32{}
 	for name, t := range cfg.Targets {
 		o := Origin(t.BackendURL)

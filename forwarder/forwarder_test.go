@@ -1582,3 +1582,73 @@ func waitListening(t *testing.T, pg *journal.Postgres) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A sync delivery that ends with a 2xx answers its waiting sender the
+// reply it stored first; one interrupted by the shutdown deadline answers
+// nil (the ingress then sends the usual 202) and hands its lease back.
+func TestDispatchSyncAnswers(t *testing.T) { forEachStore(t, testDispatchSyncAnswers) }
+
+func testDispatchSyncAnswers(t *testing.T, store string) {
+	j := openJournal(t, store)
+	hold, arrived := make(chan struct{}), make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(body), "slow") {
+			arrived <- struct{}{}
+			select {
+			case <-hold:
+			case <-r.Context().Done():
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "text/plain")
+		io.WriteString(w, "thanks")
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(hold) }) // runs first: lets the handler go before Close
+	f, _ := startQuiet(t, j, srv.URL, func(cfg *forwarder.Config) {
+		cfg.Targets = map[string]forwarder.Target{"acme": {BackendURL: srv.URL, Sync: true}}
+	})
+
+	// Answered: the reply is stored before it is handed over.
+	if _, claimed := f.Claim(); !claimed {
+		t.Fatal("claim declined")
+	}
+	d := appendClaimed(t, j, "fine-1", time.Minute)
+	select {
+	case r := <-f.DispatchSync(d):
+		stored, err := j.StoredReply(context.Background(), d.ID)
+		if r == nil || r.Status != 200 || string(r.Body) != "thanks" || r.ContentType != "text/plain" ||
+			err != nil || stored == nil || string(stored.Body) != "thanks" {
+			t.Fatalf("answer %+v, stored %+v %v", r, stored, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer")
+	}
+
+	// Interrupted by the shutdown deadline: nil, and the row handed back.
+	if _, claimed := f.Claim(); !claimed {
+		t.Fatal("claim declined")
+	}
+	d2 := appendClaimed(t, j, "slow-1", time.Minute)
+	answer := f.DispatchSync(d2)
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the slow delivery never reached the backend")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_ = f.Stop(ctx)
+	select {
+	case r := <-answer:
+		if r != nil {
+			t.Fatalf("an interrupted delivery answered %+v", r)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the waiting sender was never answered")
+	}
+	if det := waitStatus(t, j, d2.ID, journal.StatusPending, 5*time.Second); det.Reply != nil {
+		t.Fatalf("reply stored for an interrupted delivery: %+v", det.Reply)
+	}
+}

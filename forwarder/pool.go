@@ -142,6 +142,7 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 	case <-f.aborted.Done():
 	}
 	f.unadmitPre(j)
+	j.respond(nil) // not attempted in time: the sender gets the usual acknowledgement
 	f.release(j.d) // before the counts below: Stop waits for it
 	if j.claimed {
 		f.Unclaim()

@@ -151,6 +151,11 @@ type sendResult struct {
 	excerpt    string
 	// location is a redirect's target (redirects are not followed).
 	location string
+	// For a sync target's 2xx answer: its body (at most
+	// journal.MaxReplyBytes) and Content-Type, or replyTooLarge.
+	body          []byte
+	contentType   string
+	replyTooLarge bool
 }
 
 func (r sendResult) attempt(number int) journal.Attempt {
@@ -160,7 +165,9 @@ func (r sendResult) attempt(number int) journal.Attempt {
 	}
 }
 
-func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery, timeout time.Duration, now func() time.Time) sendResult {
+// send makes one attempt; keepReply keeps a 2xx answer's body and
+// Content-Type (sync mode).
+func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery, timeout time.Duration, now func() time.Time, keepReply bool) sendResult {
 	res := sendResult{started: now()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -181,7 +188,22 @@ func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery
 	if resp.StatusCode/100 == 3 {
 		res.location = resp.Header.Get("Location")
 	}
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	var b []byte
+	if keepReply && resp.StatusCode/100 == 2 {
+		// One byte past the maximum tells a reply too large to store.
+		full, err := io.ReadAll(io.LimitReader(resp.Body, journal.MaxReplyBytes+1))
+		switch {
+		case err != nil:
+			res.replyTooLarge = true // not the whole answer: never replay a truncated one
+		case len(full) > journal.MaxReplyBytes:
+			res.replyTooLarge = true
+		default:
+			res.body, res.contentType = full, resp.Header.Get("Content-Type")
+		}
+		b = full[:min(len(full), excerptBytes)]
+	} else {
+		b, _ = io.ReadAll(io.LimitReader(resp.Body, excerptBytes))
+	}
 	res.excerpt = strings.ToValidUTF8(string(b), "\uFFFD")
 	for !utf8.ValidString(res.excerpt) {
 		res.excerpt = res.excerpt[:len(res.excerpt)-1]

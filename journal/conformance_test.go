@@ -55,6 +55,7 @@ func TestConformance(t *testing.T) {
 		{"IgnoredEvents", testIgnoredEvents},
 		{"IgnoredRetention", testIgnoredRetention},
 		{"TypeMatchesLikeTheListFilter", testTypeMatchesLikeTheListFilter},
+		{"SyncReplies", testSyncReplies},
 	}
 	t.Parallel()
 	testdb.ForEachStore(t, func(t *testing.T, store string) {
@@ -1351,5 +1352,51 @@ func testTypeMatchesLikeTheListFilter(t *testing.T, s journal.Store) {
 				t.Errorf("pattern %q, type %q: TypeMatches %v, listed %v", pat, typ, !got[typ], got[typ])
 			}
 		}
+	}
+}
+
+// A sync-mode reply is stored under the lease, once (the first stays),
+// kept as bytes, and shown by Get.
+func testSyncReplies(t *testing.T, s journal.Store) {
+	ctx := context.Background()
+	e := ev("p", "sync", "h")
+	e.LeaseFor, e.LeaseToken = time.Minute, uuid.New()
+	id := appendOne(t, s, e).ID
+	if r, err := s.StoredReply(ctx, id); err != nil || r != nil {
+		t.Fatalf("before: %+v %v", r, err)
+	}
+	if d := get(t, s, id); d.Reply != nil {
+		t.Fatalf("detail before: %+v", d.Reply)
+	}
+	first := journal.Reply{Status: 201, ContentType: "text/xml", Body: []byte("<Response>\x00\xff</Response>")}
+	if ok, err := s.SaveReply(ctx, id, uuid.New(), first); err != nil || ok {
+		t.Fatalf("stored under another lease: %v %v", ok, err)
+	}
+	if ok, err := s.SaveReply(ctx, id, e.LeaseToken, first); err != nil || !ok {
+		t.Fatalf("store: %v %v", ok, err)
+	}
+	if ok, err := s.SaveReply(ctx, id, e.LeaseToken, journal.Reply{Status: 200, Body: []byte("later")}); err != nil || ok {
+		t.Fatalf("a second reply replaced the first: %v %v", ok, err)
+	}
+	r, err := s.StoredReply(ctx, id)
+	if err != nil || r == nil || r.Status != 201 || r.ContentType != "text/xml" || string(r.Body) != string(first.Body) || r.StoredAt.IsZero() {
+		t.Fatalf("stored: %+v %v", r, err)
+	}
+	d := get(t, s, id)
+	if d.Reply == nil || d.Reply.Status != 201 || d.Reply.BodyBytes != len(first.Body) || !utf8.ValidString(d.Reply.BodyExcerpt) {
+		t.Fatalf("detail: %+v", d.Reply)
+	}
+	if _, err := s.StoredReply(ctx, id+1000); !errors.Is(err, journal.ErrNotFound) {
+		t.Fatalf("no such event: %v", err)
+	}
+	// An empty body is a reply too.
+	e2 := ev("p", "empty", "h")
+	e2.LeaseFor, e2.LeaseToken = time.Minute, uuid.New()
+	id2 := appendOne(t, s, e2).ID
+	if ok, err := s.SaveReply(ctx, id2, e2.LeaseToken, journal.Reply{Status: 204}); err != nil || !ok {
+		t.Fatalf("store empty: %v %v", ok, err)
+	}
+	if r, err := s.StoredReply(ctx, id2); err != nil || r == nil || r.Status != 204 || len(r.Body) != 0 {
+		t.Fatalf("empty: %+v %v", r, err)
 	}
 }

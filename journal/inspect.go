@@ -38,6 +38,9 @@ type Detail struct {
 	AttemptLog []Attempt `json:"attempt_log"`
 	Replays    []Replay  `json:"replays"`
 	Conflicts  int       `json:"conflicts"`
+	// Reply is the stored reply of a sync-mode event, nil when there is
+	// none (README, "Sync replies").
+	Reply *ReplyView `json:"reply,omitempty"`
 }
 
 // Match is one body condition of a Filter: the JSON value at Pointer

@@ -36,6 +36,10 @@ type Store interface {
 	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
 	Stats(ctx context.Context) (Stats, error)
 
+	// SaveReply and StoredReply keep the answer of a sync-mode event.
+	SaveReply(ctx context.Context, id int64, token uuid.UUID, r Reply) (bool, error)
+	StoredReply(ctx context.Context, id int64) (*Reply, error)
+
 	List(ctx context.Context, f Filter) ([]Summary, int64, error)
 	Get(ctx context.Context, id int64) (*Detail, error)
 	Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error)

@@ -45,6 +45,8 @@ type dialect interface {
 	// cleanupPayloads drops the payloads of up to n done or ignored events last
 	// changed before before, and returns how many.
 	cleanupPayloads(ctx context.Context, before time.Time, n int) (int, error)
+	// StoredReply reads the stored reply of a sync-mode event (nil: none).
+	StoredReply(ctx context.Context, id int64) (*Reply, error)
 }
 
 var (
@@ -151,6 +153,11 @@ func getEvent(ctx context.Context, d dialect, id int64) (*Detail, error) {
 		}
 	}
 	setBody(det, pl.body)
+	reply, err := d.StoredReply(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	det.Reply = reply.view()
 	if det.AttemptLog == nil {
 		det.AttemptLog = []Attempt{}
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/internal/testdb"
@@ -520,4 +521,33 @@ func TestAPIResolvesAmbiguousAndRemovedIDs(t *testing.T) {
 	if _, m := a.do(t, "GET", "/api/events?event_id=evt_old", "tok", ""); len(m["events"].([]any)) != 1 {
 		t.Fatalf("listing a removed provider's event: %v", m)
 	}
+}
+
+// An event detail shows a sync-mode event's stored reply (status, content
+// type, an excerpt of the body); an event without one has no "reply".
+func TestAPIShowsTheStoredReply(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, store string) {
+		a := newAPIFixture(t, store, 1, 0)
+		ctx := context.Background()
+		e := journal.Event{Provider: "twilio", EventID: "sms-1", ContentHash: "h", Body: []byte("Body=hi"),
+			Path: "/webhooks/twilio", LeaseFor: time.Minute, LeaseToken: uuid.New()}
+		res, err := a.j.Append(ctx, []journal.Event{e})
+		if err != nil {
+			t.Fatal(err)
+		}
+		body := "<Response><Message>" + strings.Repeat("ok ", 1000) + "</Message></Response>"
+		if ok, err := a.j.SaveReply(ctx, res[0].ID, e.LeaseToken, journal.Reply{Status: 200, ContentType: "text/xml", Body: []byte(body)}); !ok || err != nil {
+			t.Fatalf("save reply: %v %v", ok, err)
+		}
+		_, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", res[0].ID), "tok", "")
+		r, _ := m["reply"].(map[string]any)
+		if r == nil || r["status"] != 200.0 || r["content_type"] != "text/xml" || r["body_bytes"] != float64(len(body)) ||
+			!strings.HasPrefix(body, r["body_excerpt"].(string)) || len(r["body_excerpt"].(string)) != journal.MaxExcerptBytes {
+			t.Fatalf("reply %v", m["reply"])
+		}
+		if _, m := a.do(t, "GET", fmt.Sprintf("/api/events/%d", a.events["e000"]), "tok", ""); m["reply"] != nil {
+			t.Fatalf("an async event shows a reply: %v", m["reply"])
+		}
+	})
 }

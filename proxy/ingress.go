@@ -43,6 +43,19 @@ type Dispatcher interface {
 	Unclaim()
 }
 
+// SyncDispatcher is a Dispatcher that can also hand back the backend's
+// answer to a claimed event (sync mode): the channel gets the reply once
+// it is stored with the event, or nil when there is none to give.
+type SyncDispatcher interface {
+	DispatchSync(d journal.Delivery) <-chan *journal.Reply
+}
+
+// ReplyReader reads the stored reply of a sync-mode event, for its
+// duplicates (nil: none stored).
+type ReplyReader interface {
+	StoredReply(ctx context.Context, id int64) (*journal.Reply, error)
+}
+
 // Checker verifies a request and derives its event key (a *verify.Provider).
 type Checker interface {
 	Name() string
@@ -67,6 +80,12 @@ type Route struct {
 	// id is not signed; WHGUARD_<NAME>_BODY_GUARD): it is acknowledged like
 	// a duplicate, recorded on the first event, and never forwarded.
 	BodyGuard bool
+	// SyncTimeout, when positive, puts the route in sync mode
+	// (WHGUARD_<NAME>_MODE=sync, WHGUARD_<NAME>_SYNC_TIMEOUT): a new
+	// event's sender waits, counted from the request's arrival, for the
+	// backend's 2xx answer to its first attempt, and gets it instead of
+	// the 202; its duplicates get the stored answer too. 0 is async.
+	SyncTimeout time.Duration
 	// EventTypes is the provider's event-type filter
 	// (WHGUARD_<NAME>_EVENT_TYPES): patterns with * wildcards, matched as
 	// journal.TypeMatches does. A new event whose type matches none is
@@ -127,6 +146,10 @@ type IngressConfig struct {
 	// all of the app's traffic, passing the rest on unchanged. Nil answers
 	// 404 there.
 	PassThrough http.Handler
+	// Replies reads the stored replies of sync-mode events for their
+	// duplicates; nil answers them with the 202 body. It is asked only on
+	// a sync route: async duplicates cost no extra query.
+	Replies ReplyReader
 }
 
 // Ingress is the webhook receiving handler.
@@ -141,6 +164,7 @@ type Ingress struct {
 	dispatch Dispatcher
 	budget   *bodyBudget
 	pass     http.Handler
+	replies  ReplyReader
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -170,6 +194,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		dispatch: cfg.Dispatcher,
 		budget:   newBodyBudget(cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)),
 		pass:     cfg.PassThrough,
+		replies:  cfg.Replies,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -344,19 +369,60 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 			return
 		}
+		var answer <-chan *journal.Reply
 		if claimed {
 			claimed = false
-			in.dispatch.Dispatch(journal.Delivery{
+			d := journal.Delivery{
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
 				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
 				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
 				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
-			})
+			}
+			if sd, ok := in.dispatch.(SyncDispatcher); ok && route.SyncTimeout > 0 && event.Reply == nil {
+				answer = sd.DispatchSync(d)
+			} else {
+				in.dispatch.Dispatch(d)
+			}
 		} else {
+			// Not claimed (the forwarder is busy or stopping): a sync
+			// event's first attempt would not start at once, so its sender
+			// gets the 202 now and the event is leased like any other.
 			in.commit()
+			if route.SyncTimeout > 0 && event.Reply == nil {
+				in.metrics.observeSync(name, syncNotClaimed)
+			}
+		}
+		if answer != nil {
+			reply, outcome := in.awaitReply(r.Context(), answer, start.Add(route.SyncTimeout))
+			in.metrics.observeSync(name, outcome)
+			switch outcome {
+			case syncReplied:
+				in.replyStored(w, name, ResultAccepted, reply, start)
+				return
+			case syncSenderGone:
+				return // the event goes on
+			}
 		}
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
 	case journal.Duplicate:
+		if route.SyncTimeout > 0 && in.replies != nil && event.Reply == nil {
+			// A stored reply is what the first sender got (or would have,
+			// had it waited): give the duplicate the same.
+			stored, err := in.replies.StoredReply(ctx, results[0].ID)
+			if err != nil {
+				in.log.Warn("read stored reply failed", zap.String("provider", name), zap.Int64("id", results[0].ID), zap.Error(err))
+				w.Header().Set("Retry-After", "5")
+				in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("journal unavailable, retry later"), start)
+				return
+			}
+			if stored != nil {
+				in.metrics.observeSync(name, syncStored)
+				in.replyStored(w, name, ResultDuplicate, stored, start)
+				return
+			}
+			// None (yet): the first delivery is still running, failed, or
+			// answered too much to store.
+		}
 		in.reply(w, name, ResultDuplicate, http.StatusOK, ack, start)
 	case journal.Replayed:
 		// Acknowledged like a duplicate (a 4xx would make a genuine
@@ -375,6 +441,45 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultConflict, http.StatusConflict,
 			errorBody("event id already received with different content; the first payload is kept"), start)
 	}
+}
+
+// awaitReply waits until deadline for the stored reply of a sync event
+// and says how the wait ended (syncReplied with the reply, or syncTimeout,
+// syncNoReply, syncSenderGone). Not waiting longer never stops the
+// delivery.
+func (in *Ingress) awaitReply(ctx context.Context, answer <-chan *journal.Reply, deadline time.Time) (*journal.Reply, string) {
+	timer := time.NewTimer(deadline.Sub(in.now()))
+	defer timer.Stop()
+	select {
+	case reply := <-answer:
+		if reply == nil {
+			return nil, syncNoReply
+		}
+		return reply, syncReplied
+	case <-timer.C:
+		return nil, syncTimeout
+	case <-ctx.Done():
+		return nil, syncSenderGone
+	}
+}
+
+// replyStored answers with a stored sync reply: its status, Content-Type
+// and body, nothing else of the backend's answer.
+func (in *Ingress) replyStored(w http.ResponseWriter, provider, result string, r *journal.Reply, start time.Time) {
+	if r.ContentType != "" {
+		w.Header().Set("Content-Type", r.ContentType)
+	} else {
+		w.Header()["Content-Type"] = nil // none, as the backend sent: no sniffing
+	}
+	if r.Status == http.StatusNoContent || r.Status == http.StatusResetContent {
+		// No body allowed (RFC 9110 15.3.5, 15.3.6).
+		w.WriteHeader(r.Status)
+	} else {
+		w.Header().Set("Content-Length", fmt.Sprint(len(r.Body)))
+		w.WriteHeader(r.Status)
+		_, _ = w.Write(r.Body)
+	}
+	in.metrics.observeIngress(provider, result, in.now().Sub(start))
 }
 
 // reply answers and records the request; fields are added to the log line

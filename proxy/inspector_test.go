@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/journal"
@@ -132,6 +133,37 @@ func TestInspectorInBrowser(t *testing.T) {
 			t.Fatalf("after clicking Replay: status %s replays %+v", d.Status, d.Replays)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+
+	// A sync-mode event shows its stored reply, as text.
+	bg := context.Background()
+	sms := journal.Event{Provider: "sms", EventID: "sms-1", ContentHash: "h", Body: []byte("Body=hi"), Path: "/webhooks/sms",
+		Headers: http.Header{}, LeaseFor: time.Minute, LeaseToken: uuid.New()}
+	res, err := a.j.Append(bg, []journal.Event{sms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twiml := `<Response><Message>hi <b>there</b></Message></Response>`
+	if ok, err := a.j.SaveReply(bg, res[0].ID, sms.LeaseToken, journal.Reply{Status: 200, ContentType: "text/xml", Body: []byte(twiml)}); !ok || err != nil {
+		t.Fatalf("save reply: %v %v", ok, err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`#filters button[type="submit"]`))); err != nil {
+		t.Fatalf("refresh: %v", err)
+	}
+	row := fmt.Sprintf(`tr.row[data-id="%d"]`, res[0].ID)
+	waitJS("the sync event's row", `!!document.querySelector('`+row+`')`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(row+" td"))); err != nil {
+		t.Fatalf("click the sync event: %v", err)
+	}
+	waitJS("the stored reply", `!!document.getElementById("syncReply")`)
+	detail = text("#detail")
+	for _, want := range []string{"Stored reply", "text/xml", twiml, fmt.Sprintf("%d bytes", len(twiml))} {
+		if !strings.Contains(detail, want) {
+			t.Fatalf("detail lacks %q:\n%s", want, detail)
+		}
+	}
+	if n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#detail b").length`)); err != nil || n != 0 {
+		t.Fatalf("the reply's markup was rendered (%d elements, %v)", n, err)
 	}
 }
 

@@ -16,6 +16,7 @@ type Metrics struct {
 	commitTime  prometheus.Histogram
 	commitFails prometheus.Counter
 	ignored     *prometheus.CounterVec
+	sync        *prometheus.CounterVec
 }
 
 // NewMetrics registers the ingress metrics on reg.
@@ -53,7 +54,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_events_ignored_total",
 		Help: "New events journaled as ignored (their type matched none of the provider's WHGUARD_<NAME>_EVENT_TYPES), by provider; they are also counted as accepted requests.",
 	}, []string{"provider"})
-	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails, m.ignored)
+	m.sync = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_sync_replies_total",
+		Help: "Sync-mode answers, by provider and outcome: replied (the backend's stored answer), stored (a duplicate given the stored answer), timeout, no_reply (no storable 2xx: a failure, a hold, a body over 64 KiB), not_claimed (no delivery slot at once), sender_gone; all but the first two got the usual 202 body.",
+	}, []string{"provider", "outcome"})
+	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails, m.ignored, m.sync)
 	return m
 }
 
@@ -93,4 +98,22 @@ func (m *Metrics) observeIngress(provider, result string, d time.Duration) {
 	}
 	m.requests.WithLabelValues(provider, result).Inc()
 	m.duration.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+// Outcomes of a sync-mode request, the outcome label of
+// whguard_sync_replies_total.
+const (
+	syncReplied    = "replied"
+	syncStored     = "stored"
+	syncTimeout    = "timeout"
+	syncNoReply    = "no_reply"
+	syncNotClaimed = "not_claimed"
+	syncSenderGone = "sender_gone"
+)
+
+func (m *Metrics) observeSync(provider, outcome string) {
+	if m == nil {
+		return
+	}
+	m.sync.WithLabelValues(provider, outcome).Inc()
 }

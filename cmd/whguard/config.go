@@ -452,7 +452,7 @@ func parseEnv(v any, prefix string, vars map[string]string) error {
 // typeHint says what a value of type t looks like.
 func typeHint(t reflect.Type) string {
 	switch {
-	case t == reflect.TypeOf(time.Duration(0)):
+	case t == reflect.TypeOf(time.Duration(0)), t == reflect.TypeOf(new(time.Duration)):
 		return "a Go duration such as 30s, 5m or 1h"
 	case t.Kind() == reflect.Bool || t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Bool:
 		return "true or false"

@@ -42,6 +42,12 @@ type providerEnv struct {
 	// EventTypes is the event-type filter: a comma list of types, *
 	// wildcards allowed; "" forwards every type.
 	EventTypes string `env:"EVENT_TYPES"`
+	// Mode is async (the default) or sync: the sender gets the backend's
+	// answer to the first attempt when it comes within SyncTimeout.
+	Mode string `env:"MODE"`
+	// SyncTimeout is nil when unset (defaultSyncTimeout), so that an
+	// explicit 0 is refused rather than taken as the default.
+	SyncTimeout *time.Duration `env:"SYNC_TIMEOUT"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -71,6 +77,56 @@ type providerConfig struct {
 	limit governor.Limit
 	// eventTypes is EventTypes, parsed (nil: no filter).
 	eventTypes []string
+	// syncTimeout is how long a sync-mode sender waits for the backend's
+	// answer; 0 in async mode.
+	syncTimeout time.Duration
+}
+
+// Sync mode bounds. Senders that read the answer give up within seconds
+// (Slack slash commands after 3 s, Twilio after 15 s by default): a wait
+// longer than maxSyncTimeout holds a request, a body buffer and a delivery
+// slot for no sender that is still listening.
+const (
+	defaultSyncTimeout = 2 * time.Second
+	maxSyncTimeout     = 30 * time.Second
+)
+
+// validateMode checks MODE and SYNC_TIMEOUT and sets p.syncTimeout.
+func (p *providerConfig) validateMode(forwardTimeout time.Duration, ps *problems) (warnings []string) {
+	switch p.env.Mode {
+	case "", "async":
+		if p.env.SyncTimeout != nil {
+			warnings = append(warnings, fmt.Sprintf("%sSYNC_TIMEOUT has no effect unless %sMODE=sync", p.prefix, p.prefix))
+		}
+		return warnings
+	case "sync":
+		if ps.failed(p.prefix + "SYNC_TIMEOUT") {
+			return warnings // not a duration: already reported
+		}
+	default:
+		ps.addf(p.prefix+"MODE", "%q is not a mode; expected async (the default) or sync", p.env.Mode)
+		return warnings
+	}
+	if p.env.Scheme == verify.SchemeDiscord {
+		// whguard itself answers Discord interactions (a deferred
+		// response), within Discord's 3 s.
+		ps.addf(p.prefix+"MODE", "sync does not apply to scheme discord: whguard answers its interactions itself; leave it unset")
+		return warnings
+	}
+	p.syncTimeout = defaultSyncTimeout
+	if p.env.SyncTimeout != nil {
+		p.syncTimeout = *p.env.SyncTimeout
+	}
+	if p.syncTimeout <= 0 || p.syncTimeout > maxSyncTimeout {
+		ps.addf(p.prefix+"SYNC_TIMEOUT", "must be a duration above 0 and at most %s, got %s", maxSyncTimeout, p.syncTimeout)
+		p.syncTimeout = 0
+		return warnings
+	}
+	if forwardTimeout > 0 && p.syncTimeout > forwardTimeout {
+		warnings = append(warnings, fmt.Sprintf("%sSYNC_TIMEOUT (%s) is longer than WHGUARD_FORWARD_TIMEOUT (%s): the first attempt is cut at the latter",
+			p.prefix, p.syncTimeout, forwardTimeout))
+	}
+	return warnings
 }
 
 // validate checks one provider's variables and builds its verify.Provider
@@ -118,10 +174,12 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	}
 	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
 	p.eventTypes = p.parseEventTypes(ps)
+	warnings = append(warnings, p.validateMode(c.ForwardTimeout, ps)...)
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
-	secrets, from, warnings, ok := p.loadSecrets(ps)
+	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
+	warnings = append(warnings, secretWarnings...)
 	if !ok {
 		return warnings
 	}

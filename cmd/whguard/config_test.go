@@ -93,6 +93,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_EVENT_TYPES", "push,,pull_request", nil, "item 2 is empty"},
 		{"WHGUARD_X_RATE_LIMIT", "0/s", nil, "N from 1 to 1000000"},
 		{"WHGUARD_X_RATE_BURST", "3", nil, "a burst needs a rate"},
+		{"WHGUARD_X_MODE", "fast", nil, "async (the default) or sync"},
+		{"WHGUARD_X_SYNC_TIMEOUT", "0s", []string{"WHGUARD_X_MODE=sync"}, "above 0 and at most 30s"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
@@ -440,6 +442,62 @@ func TestResignSetting(t *testing.T) {
 				t.Fatalf("resign = %v, want %v", got, tc.resign)
 			}
 		})
+	}
+}
+
+// WHGUARD_<NAME>_MODE and _SYNC_TIMEOUT: async by default, sync waits 2 s
+// unless told otherwise, within (0, 30s]; bad values name their variable.
+func TestSyncModeSetting(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		env     []string
+		timeout time.Duration // 0: async
+		errKey  string        // the one variable an error names
+		warn    string        // substring of a warning
+	}{
+		{"default async", nil, 0, "", ""},
+		{"async", []string{"WHGUARD_X_MODE=async"}, 0, "", ""},
+		{"sync default timeout", []string{"WHGUARD_X_MODE=sync"}, 2 * time.Second, "", ""},
+		{"sync 5s", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=5s"}, 5 * time.Second, "", ""},
+		{"sync at the bound", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=30s", "WHGUARD_FORWARD_TIMEOUT=30s"}, 30 * time.Second, "", ""},
+		{"sync past the bound", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=31s"}, 0, "WHGUARD_X_SYNC_TIMEOUT", ""},
+		{"sync negative", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=-1s"}, 0, "WHGUARD_X_SYNC_TIMEOUT", ""},
+		{"sync not a duration", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=2"}, 0, "WHGUARD_X_SYNC_TIMEOUT", ""},
+		{"upper case", []string{"WHGUARD_X_MODE=SYNC"}, 0, "WHGUARD_X_MODE", ""},
+		{"timeout without sync", []string{"WHGUARD_X_SYNC_TIMEOUT=3s"}, 0, "", "has no effect unless WHGUARD_X_MODE=sync"},
+		{"longer than the forward timeout", []string{"WHGUARD_X_MODE=sync", "WHGUARD_X_SYNC_TIMEOUT=20s"}, 20 * time.Second, "",
+			"longer than WHGUARD_FORWARD_TIMEOUT"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x",
+				"WHGUARD_X_SCHEME=twilio", "WHGUARD_X_SECRET=s", "WHGUARD_X_PUBLIC_URL=https://example.com/sms"}, tc.env...))
+			if tc.errKey != "" {
+				errs := configErrors(err)
+				var ce *configError
+				if len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != tc.errKey {
+					t.Fatalf("want one error naming %s, got: %v", tc.errKey, err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.providers[0].syncTimeout; got != tc.timeout {
+				t.Fatalf("sync timeout %s, want %s", got, tc.timeout)
+			}
+			if tc.warn != "" && !strings.Contains(strings.Join(warnings, "\n"), tc.warn) {
+				t.Fatalf("no warning %q in %q", tc.warn, warnings)
+			}
+		})
+	}
+	// whguard answers Discord interactions itself.
+	_, _, err := loadConfig([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=discord",
+		"WHGUARD_X_PUBLIC_KEY=" + strings.Repeat("ab", 32), "WHGUARD_X_MODE=sync"})
+	var ce *configError
+	if errs := configErrors(err); len(errs) != 1 || !errors.As(errs[0], &ce) || ce.key != "WHGUARD_X_MODE" {
+		t.Fatalf("discord in sync mode: %v", err)
 	}
 }
 

@@ -87,13 +87,15 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
-			EventTypes: p.eventTypes})
+			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout})
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
-			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes))
+			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
+			zap.Duration("sync_timeout", p.syncTimeout))
 	}
 	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
-		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost}
+		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost,
+			Sync: p.syncTimeout > 0}
 		if p.resign {
 			t.Resign = p.provider.Resign
 		}
@@ -149,6 +151,8 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		// A new event takes a free delivery slot at once: inserted leased,
 		// delivered from memory after its commit (no lease statement).
 		Dispatcher: fwd,
+		// Duplicates of sync-mode events get the reply stored with them.
+		Replies: j,
 	})
 	if err != nil {
 		return err

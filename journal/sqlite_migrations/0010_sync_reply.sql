@@ -1,0 +1,5 @@
+-- 0010: see the PostgreSQL migration 0011.
+ALTER TABLE whguard_events ADD COLUMN reply_status INTEGER;
+ALTER TABLE whguard_events ADD COLUMN reply_content_type TEXT;
+ALTER TABLE whguard_events ADD COLUMN reply_body BLOB;
+ALTER TABLE whguard_events ADD COLUMN reply_at INTEGER;
