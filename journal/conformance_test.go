@@ -52,6 +52,7 @@ func TestConformance(t *testing.T) {
 		{"SearchAndFilteredReplay", testSearchAndFilteredReplay},
 		{"Pauses", testPauses},
 		{"MinuteFigures", testMinuteFigures},
+		{"SearchStopsAtItsBound", testSearchStopsAtItsBound},
 		{"IgnoredEvents", testIgnoredEvents},
 		{"IgnoredRetention", testIgnoredRetention},
 		{"TypeMatchesLikeTheListFilter", testTypeMatchesLikeTheListFilter},

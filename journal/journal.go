@@ -84,6 +84,9 @@ var (
 	ErrNotFound = errors.New("journal: not found")
 	// ErrNotMigrated: the schema is missing or older than this binary.
 	ErrNotMigrated = errors.New("journal: schema not migrated")
+	// ErrSearchTooSlow: a listing ran past SearchTimeout (its filters
+	// could not be narrowed by an index on a large journal).
+	ErrSearchTooSlow = errors.New("search stopped after " + searchTimeoutText + ": narrow it with since/until, a type, a provider or a status")
 )
 
 // Event is one received webhook to append.

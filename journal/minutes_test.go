@@ -2,6 +2,8 @@ package journal_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -60,5 +62,26 @@ func testMinuteFigures(t *testing.T, s journal.Store) {
 	}
 	if got, _ := s.Minutes(ctx, now); len(got) != 2 {
 		t.Errorf("since this minute: %d rows, want 2", len(got))
+	}
+}
+
+// testSearchStopsAtItsBound: a search past its time bound answers
+// ErrSearchTooSlow (its statement cancelled), not a database error; one
+// cancelled by its caller answers the caller's error.
+func testSearchStopsAtItsBound(t *testing.T, s journal.Store) {
+	for i := range 300 {
+		appendOne(t, s, ev("p", fmt.Sprintf("slow-%03d", i), "h"))
+	}
+	f := journal.Filter{Match: []journal.Match{{Pointer: "/nothing", Value: "here"}}, Limit: 10}
+	if _, _, err := journal.ListBounded(context.Background(), s, f, time.Microsecond); !errors.Is(err, journal.ErrSearchTooSlow) {
+		t.Fatalf("past its bound: %v, want ErrSearchTooSlow", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := journal.ListBounded(ctx, s, f, time.Minute); err == nil || errors.Is(err, journal.ErrSearchTooSlow) {
+		t.Fatalf("cancelled by the caller: %v", err)
+	}
+	if got, _, err := journal.ListBounded(context.Background(), s, journal.Filter{Limit: 10}, time.Minute); err != nil || len(got) != 10 {
+		t.Fatalf("within its bound: %d %v", len(got), err)
 	}
 }

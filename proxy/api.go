@@ -356,6 +356,11 @@ func (a *api) found(w http.ResponseWriter, err error) bool {
 }
 
 func (a *api) unavailable(w http.ResponseWriter, err error) {
+	if errors.Is(err, journal.ErrSearchTooSlow) {
+		// Not the journal's fault: the search needs narrowing.
+		apiError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
 	a.log.Warn("admin API: journal error", zap.Error(err))
 	apiError(w, http.StatusServiceUnavailable, "journal unavailable")
 }

@@ -2,10 +2,18 @@ package proxy_test
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
 )
 
 // TestOverview: counts by status, one entry per minute of the window with
@@ -73,5 +81,34 @@ func testOverview(t *testing.T, store string) {
 	}
 	if code, body := a.do(t, "GET", "/api/overview", "tok", ""); code != 200 || len(body["minutes"].([]any)) != 60 {
 		t.Errorf("default window: %d, %d minutes", code, len(body["minutes"].([]any)))
+	}
+}
+
+// tooSlowInspector is a journal whose searches run past their bound.
+type tooSlowInspector struct{ proxy.Inspector }
+
+func (tooSlowInspector) List(context.Context, journal.Filter) ([]journal.Summary, int64, error) {
+	return nil, 0, fmt.Errorf("list events: %w", journal.ErrSearchTooSlow)
+}
+
+// TestSearchTooSlowSaysHowToNarrow: a search stopped at its bound is a
+// 422 telling what to narrow, not a 503 blaming the journal.
+func TestSearchTooSlowSaysHowToNarrow(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: tooSlowInspector{}}),
+	}))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/events?match=/a=b", nil)
+	req.Header.Set("Authorization", "Bearer tok")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusUnprocessableEntity || !strings.Contains(string(b), "narrow it with since/until") {
+		t.Fatalf("%d %s", resp.StatusCode, b)
 	}
 }
