@@ -1132,6 +1132,10 @@ func testSearchAndFilteredReplay(t *testing.T, s journal.Store) {
 		{journal.Filter{Types: []string{"*.paid"}}, "e4,e1"},
 		{journal.Filter{Types: []string{"INVOICE.*"}}, ""},
 		{journal.Filter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute)}, "e3,e2"},
+		{journal.Filter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute), Types: []string{"customer.*"}}, "e3"},
+		{journal.Filter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute), Before: 0, Limit: 1}, "e3"},
+		{journal.Filter{Since: base.Add(-time.Hour), Until: base.Add(-time.Minute)}, ""},
+		{journal.Filter{Since: base.Add(-72 * time.Hour), Until: base.Add(90 * time.Second)}, "e2,e1"}, // a wide window: no id-range look-up
 		{journal.Filter{Match: cus}, "e5,e3,e2,e1"},
 		{journal.Filter{Match: cus, Types: []string{"invoice.*"}}, "e2,e1"},
 		{journal.Filter{EventID: "e", EventIDPrefix: true, Match: cus, Limit: 2}, "e5,e3"},
