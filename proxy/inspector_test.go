@@ -184,14 +184,7 @@ func TestInspectorIgnoredInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
 	}))
 	defer srv.Close()
-	ctx, waitJS := newBrowser(t)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
-		chromedp.Click(chromedp.CSS("#loginForm button")),
-	); err != nil {
-		t.Fatalf("login: %v", err)
-	}
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
 	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(s => (s.value = "ignored", s.dispatchEvent(new Event("change")), true))(document.getElementById("status"))`)); err != nil {
 		t.Fatalf("choose status ignored: %v", err)
@@ -236,14 +229,7 @@ func TestInspectorBackendsInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c}),
 	}))
 	defer srv.Close()
-	ctx, waitJS := newBrowser(t)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
-		chromedp.Click(chromedp.CSS("#loginForm button")),
-	); err != nil {
-		t.Fatalf("login: %v", err)
-	}
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
 	row := `document.querySelector('tr.backend[data-backend="http://app:3000"]')`
 	waitJS("the backend row", `!!`+row+` && `+row+`.textContent.includes("20/s burst 20") && `+row+`.textContent.includes("open")`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.backend button.toggle`))); err != nil {
@@ -319,6 +305,22 @@ func (emptyInspector) List(context.Context, journal.Filter) ([]journal.Summary, 
 	return nil, 0, nil
 }
 
+// openInspector opens the inspector at url in a new browser (a desktop
+// viewport) and logs in with token.
+func openInspector(t *testing.T, url, token string) (context.Context, func(what, expr string)) {
+	t.Helper()
+	ctx, waitJS := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(url+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	return ctx, waitJS
+}
+
 // newBrowser starts a headless Chromium for one test (closed when it
 // ends) and returns its context and a function that waits for a
 // JavaScript condition in the page.
@@ -381,15 +383,7 @@ func TestInspectorOverviewInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: a.j, Overview: a.j, Backends: &stateControl{}}),
 	}))
 	defer srv.Close()
-	ctx, waitJS := newBrowser(t)
-	if err := chromedp.Do(ctx,
-		chromedp.EmulateViewport(1280, 900),
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
-		chromedp.Click(chromedp.CSS("#loginForm button")),
-	); err != nil {
-		t.Fatalf("login: %v", err)
-	}
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
 	numOf := func(label string) string {
 		return `(document.querySelector('[data-num="` + label + `"] b')||{}).textContent`
 	}
