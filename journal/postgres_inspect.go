@@ -34,11 +34,13 @@ const narrowWindow = 48 * time.Hour
 // (ok false when none was). Rows are appended in received order, so the
 // listing can then walk just that id range: without it, a window far in
 // the past makes the newest-first walk cross every newer row first (the
-// planner expects matches to be spread evenly and picks that walk).
+// planner expects matches to be spread evenly and picks that walk). The
+// "+ 0" keeps the planner from answering min and max by walking the
+// primary key from either end, the very walk this avoids.
 func (p *Postgres) windowIDs(ctx context.Context, f Filter) (lo, hi int64, ok bool, err error) {
 	var min, max *int64
 	err = p.pool.QueryRow(ctx, `
-SELECT min(id), max(id) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`, f.Since, f.Until).Scan(&min, &max)
+SELECT min(id + 0), max(id + 0) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`, f.Since, f.Until).Scan(&min, &max)
 	if err != nil || min == nil {
 		return 0, 0, false, err
 	}
