@@ -26,7 +26,7 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		token   pgtype.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
-		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
+		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &d.OrderKey, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
 		c := d
 		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
@@ -109,7 +109,13 @@ func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error
 // sqlLease claims the oldest due rows. The claimed ids are fed to the
 // UPDATE as an array ("id = ANY"), so whatever the planner believes about
 // the table's size the update goes by primary key: as a join on a CTE, a
-// plan built for a few hundred rows hash-joined the whole table.
+// plan built for a few hundred rows hash-joined the whole table. A row with an order key is taken
+// only while no other row of its provider and key holds the key before it
+// or is being delivered (docs/delivery.md, "Per-key order"). The check
+// reads rows, it does not lock them: a row another replica has locked (and
+// SKIP LOCKED passes over) is still seen here, holding its key, so the
+// rows behind it stay where they are. "order_key IS NULL OR" keeps
+// unordered rows to the plan they had: the ready index, no sub-query.
 const sqlLease = `
 WITH leased AS (
     UPDATE whguard_events ev
@@ -120,13 +126,17 @@ WITH leased AS (
         lease_expires_at = now() + make_interval(secs => $2),
         updated_at = now()
     WHERE ev.id = ANY (ARRAY(
-        SELECT id FROM whguard_events
+        SELECT id FROM whguard_events e
         WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
+          AND (e.order_key IS NULL OR NOT EXISTS (
+              SELECT 1 FROM whguard_events b
+              WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key
+                AND b.id <> e.id AND (b.id < e.id OR b.status = 'processing')))
         ORDER BY next_attempt_at, id
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
     RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
-              ev.lease_token, ev.lease_expires_at, ev.received_at
+              ev.lease_token, ev.lease_expires_at, ev.received_at, coalesce(ev.order_key, '')
 )
 SELECT l.*, p.headers, p.body, p.path, p.raw_query
 FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
@@ -150,6 +160,8 @@ WITH f AS (
         hold_reason = '',
         lease_token = NULL,
         lease_expires_at = NULL,
+        -- done releases the key; dead releases it unless the row blocks.
+        order_holds = ev.order_holds AND (f.status = 'retry' OR (f.status = 'dead' AND ev.order_block)),
         updated_at = now()
     FROM f
     WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
@@ -179,6 +191,7 @@ SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END
     last_error = 'lease expired: the worker stopped or overran its lease',
     hold_reason = '',
     next_attempt_at = now(),
+    order_holds = order_holds AND (attempts - budget_base < $1 OR order_block),
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()

@@ -35,7 +35,7 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 			c.LeaseExpiresAt, c.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
 			out = append(out, c)
 			return nil
-		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt); err != nil {
+		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt, &d.OrderKey); err != nil {
 			return fmt.Errorf("lease events: %w", err)
 		}
 		for i := range out {
@@ -148,16 +148,22 @@ UPDATE whguard_events
 SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16), hold_reason = '',
     lease_expires_at = ?, updated_at = ?
 WHERE id IN (
-    SELECT id FROM whguard_events
+    SELECT id FROM whguard_events e
     WHERE status IN ('pending', 'retry') AND next_attempt_at <= ?
+      AND (e.order_key IS NULL OR NOT EXISTS (
+          SELECT 1 FROM whguard_events b
+          WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key
+            AND b.id <> e.id AND (b.id < e.id OR b.status = 'processing')))
     ORDER BY next_attempt_at, id LIMIT ?)
-RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at`
+RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at,
+          coalesce(order_key, '')`
 	sqlitePayload  = `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`
 	sqliteComplete = `
 UPDATE whguard_events
-SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?, hold_reason = '',
-    lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE id = ? AND lease_token = ? AND status = 'processing'`
+SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?3, hold_reason = '',
+    lease_token = NULL, lease_expires_at = NULL, updated_at = ?4,
+    order_holds = order_holds AND (?1 = 'retry' OR (?1 = 'dead' AND order_block))
+WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'`
 	sqliteInsertAttempt = `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
@@ -171,8 +177,9 @@ WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	// the reaper has no index of its own (migration 0004).
 	sqliteReap = `
 UPDATE whguard_events
-SET status = CASE WHEN attempts - budget_base >= ? THEN 'dead' ELSE 'retry' END,
+SET status = CASE WHEN attempts - budget_base >= ?1 THEN 'dead' ELSE 'retry' END,
+    order_holds = order_holds AND (attempts - budget_base < ?1 OR order_block),
     last_error = 'lease expired: the worker stopped or overran its lease', hold_reason = '',
-    next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
+    next_attempt_at = ?2, lease_token = NULL, lease_expires_at = NULL, updated_at = ?3
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?4`
 )
