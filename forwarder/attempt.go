@@ -147,6 +147,11 @@ func (f *Forwarder) deliver(j job) {
 		log.Warn("delivery quarantined (dead)", zap.Int("status", res.status), zap.String("reason", dec.Reason))
 	}
 	f.finish(log, j, fin)
+	if d.OrderKey != "" && dec.Outcome != OutcomeRetry {
+		// Done, or dead: the next event of its key may be ready now (any
+		// replica may lease it; this one knows first).
+		f.Wake()
+	}
 	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
 		// Due before the next poll: look for it when it is due, counted
 		// from now that the due time (now + delay, database clock) is set.

@@ -131,6 +131,10 @@ type Stats struct {
 	OldestUndelivered map[string]time.Duration
 	// Undelivered counts, per provider, the events not yet delivered.
 	Undelivered map[string]int
+	// BlockedKeys counts, per provider, the dead events that still hold
+	// their order key (ORDER_ON_DEAD=block): each stops its key until it
+	// is replayed or skipped.
+	BlockedKeys map[string]int
 }
 
 // skipRefusal says why event id was not skipped (nil when it was).

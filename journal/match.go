@@ -98,3 +98,27 @@ func globPattern(p string) string {
 	r := strings.NewReplacer(`[`, `[[]`, `?`, `[?]`)
 	return r.Replace(p)
 }
+
+// PointerText returns the text of the JSON value at pointer (RFC 6901) in
+// body: a string's text or a number as written. ok is false when body is
+// not JSON, or the value is missing, empty, null, a boolean, an object or
+// an array: such an event has no order key.
+func PointerText(body []byte, pointer string) (text string, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var doc any
+	if err := dec.Decode(&doc); err != nil {
+		return "", false
+	}
+	v, found := pointerValue(doc, pointer)
+	if !found {
+		return "", false
+	}
+	switch x := v.(type) {
+	case string:
+		return x, x != ""
+	case json.Number:
+		return x.String(), true
+	}
+	return "", false
+}

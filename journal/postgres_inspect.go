@@ -247,6 +247,15 @@ FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY 
 	}); err != nil {
 		return s, fmt.Errorf("oldest undelivered: %w", err)
 	}
+	// Through the order index: only rows holding a key are in it.
+	rows, err = p.pool.Query(ctx, `SELECT provider, count(*) FROM whguard_events WHERE order_holds AND status = 'dead' GROUP BY provider`)
+	if err != nil {
+		return s, fmt.Errorf("count blocked keys: %w", err)
+	}
+	s.BlockedKeys = map[string]int{}
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &n}, func() error { s.BlockedKeys[provider] = n; return nil }); err != nil {
+		return s, fmt.Errorf("count blocked keys: %w", err)
+	}
 	return s, nil
 }
 

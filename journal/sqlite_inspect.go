@@ -333,6 +333,14 @@ WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	}, &provider, &n, &oldest); err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
+	rows, err = s.r.QueryContext(ctx, `SELECT provider, count(*) FROM whguard_events WHERE order_holds = 1 AND status = 'dead' GROUP BY provider`)
+	if err != nil {
+		return st, fmt.Errorf("count blocked keys: %w", err)
+	}
+	st.BlockedKeys = map[string]int{}
+	if err := eachRow(rows, func() error { st.BlockedKeys[provider] = n; return nil }, &provider, &n); err != nil {
+		return st, fmt.Errorf("count blocked keys: %w", err)
+	}
 	return st, nil
 }
 

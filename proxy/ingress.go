@@ -67,6 +67,9 @@ type Route struct {
 	// id is not signed; WHGUARD_<NAME>_BODY_GUARD): it is acknowledged like
 	// a duplicate, recorded on the first event, and never forwarded.
 	BodyGuard bool
+	// Order says where the provider's events carry their order key; the
+	// zero value orders nothing.
+	Order OrderKey
 }
 
 // DefaultMaxBodyBytes is the body limit when none is configured: 1 MiB,
@@ -278,6 +281,8 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		RawQuery:    r.URL.RawQuery,
 		ReceivedAt:  start,
 		BodyGuard:   route.BodyGuard,
+		OrderKey:    route.Order.Value(r.Header, body),
+		OrderBlock:  route.Order.Block,
 	}
 	claimed := false
 	var claimedAt time.Time // the claim's lease counts from here, before the commit
@@ -311,12 +316,16 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	switch results[0].Outcome {
 	case journal.Inserted:
-		if claimed {
+		// An ordered event behind its key's holder was inserted pending,
+		// not claimed: its claim is given back (deferred) and it is leased
+		// in its turn. The wake covers a holder that finished while this
+		// commit was under way.
+		if claimed && !results[0].Behind {
 			claimed = false
 			in.dispatch.Dispatch(journal.Delivery{
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
 				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
-				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
+				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start, OrderKey: ev.OrderKey,
 				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
 			})
 		} else {

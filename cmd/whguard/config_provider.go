@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -36,6 +37,9 @@ type providerEnv struct {
 	// the backend's limit.
 	RateLimit string `env:"RATE_LIMIT"`
 	RateBurst *int   `env:"RATE_BURST"`
+	// OrderKey and OrderOnDead: per-key delivery order (proxy.OrderKey).
+	OrderKey    string `env:"ORDER_KEY"`
+	OrderOnDead string `env:"ORDER_ON_DEAD"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -63,6 +67,8 @@ type providerConfig struct {
 	bodyGuard bool
 	// limit is RateLimit and RateBurst, parsed.
 	limit governor.Limit
+	// order is OrderKey and OrderOnDead, parsed.
+	order proxy.OrderKey
 }
 
 // validate checks one provider's variables and builds its verify.Provider
@@ -109,6 +115,7 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
 	}
 	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
+	p.order = p.validateOrder(ps)
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
@@ -151,6 +158,25 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		}
 	}
 	return warnings
+}
+
+// validateOrder parses ORDER_KEY and ORDER_ON_DEAD.
+func (p *providerConfig) validateOrder(ps *problems) proxy.OrderKey {
+	k, err := proxy.ParseOrderKey(p.env.OrderKey)
+	if err != nil {
+		ps.addf(p.prefix+"ORDER_KEY", "%v", err)
+	}
+	switch p.env.OrderOnDead {
+	case "", "skip":
+	case "block":
+		k.Block = true
+	default:
+		ps.addf(p.prefix+"ORDER_ON_DEAD", "%q: expected skip (a dead event releases its key) or block (its key waits until it is replayed or skipped)", p.env.OrderOnDead)
+	}
+	if p.env.OrderOnDead != "" && !k.On() && err == nil {
+		ps.addf(p.prefix+"ORDER_ON_DEAD", "set without %sORDER_KEY: there is no key to hold", p.prefix)
+	}
+	return k
 }
 
 // validateResign returns whether the provider re-signs: RESIGN when set,
