@@ -115,7 +115,10 @@ func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error
 // reads rows, it does not lock them: a row another replica has locked (and
 // SKIP LOCKED passes over) is still seen here, holding its key, so the
 // rows behind it stay where they are. "order_key IS NULL OR" keeps
-// unordered rows to the plan they had: the ready index, no sub-query.
+// unordered rows to the plan they had: the ready index, no sub-query. The
+// earlier-holder probe comes first and stops at the first index entry,
+// so a waiting row costs one probe; only the first in line of a key also
+// looks for a later row of its key being delivered (after a replay).
 const sqlLease = `
 WITH leased AS (
     UPDATE whguard_events ev
@@ -128,10 +131,12 @@ WITH leased AS (
     WHERE ev.id = ANY (ARRAY(
         SELECT id FROM whguard_events e
         WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
-          AND (e.order_key IS NULL OR NOT EXISTS (
-              SELECT 1 FROM whguard_events b
-              WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key
-                AND b.id <> e.id AND (b.id < e.id OR b.status = 'processing')))
+          AND (e.order_key IS NULL OR (
+              NOT EXISTS (SELECT 1 FROM whguard_events b
+                          WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key AND b.id < e.id)
+              AND NOT EXISTS (SELECT 1 FROM whguard_events b
+                          WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key AND b.id > e.id
+                            AND b.status = 'processing')))
         ORDER BY next_attempt_at, id
         LIMIT $1
         FOR UPDATE SKIP LOCKED))

@@ -150,10 +150,12 @@ SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16)
 WHERE id IN (
     SELECT id FROM whguard_events e
     WHERE status IN ('pending', 'retry') AND next_attempt_at <= ?
-      AND (e.order_key IS NULL OR NOT EXISTS (
-          SELECT 1 FROM whguard_events b
-          WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key
-            AND b.id <> e.id AND (b.id < e.id OR b.status = 'processing')))
+      AND (e.order_key IS NULL OR (
+          NOT EXISTS (SELECT 1 FROM whguard_events b
+                      WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key AND b.id < e.id)
+          AND NOT EXISTS (SELECT 1 FROM whguard_events b
+                      WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key AND b.id > e.id
+                        AND b.status = 'processing')))
     ORDER BY next_attempt_at, id LIMIT ?)
 RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at,
           coalesce(order_key, '')`
