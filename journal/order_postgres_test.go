@@ -1,0 +1,64 @@
+package journal_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+)
+
+// TestOrderSeesRowsLockedByAnotherLease: while another replica's lease
+// transaction has locked the first event of a key (FOR UPDATE SKIP LOCKED
+// passes over it), a lease must not take the second: the order check
+// reads the locked row, it does not skip it.
+func TestOrderSeesRowsLockedByAnotherLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, drop, err := testdb.CreateMigrated(ctx, "ordlock")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	first := appendOne(t, s, ordered("l1", "k", false))
+	appendOne(t, s, ordered("l2", "k", false))
+	appendOne(t, s, ordered("other", "j", false))
+
+	// The other replica: a lease transaction holding l1's row lock, not
+	// yet committed (its row still reads pending).
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	var locked int64
+	if err := tx.QueryRow(ctx, `SELECT id FROM whguard_events WHERE id = $1 FOR UPDATE`, first.ID).Scan(&locked); err != nil {
+		t.Fatal(err)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ds, err := s.Lease(lctx, 10, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].EventID != "other" {
+		ids := []string{}
+		for _, d := range ds {
+			ids = append(ids, d.EventID)
+		}
+		t.Fatalf("leased %v while l1 was locked by another lease; want only the other key's event", ids)
+	}
+}
