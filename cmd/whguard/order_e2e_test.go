@@ -32,6 +32,9 @@ type orderBackend struct {
 	overlap   []string         // violations: a key with two requests at once
 	keysAtMax int              // most distinct keys in flight at once
 	requests  int
+	// cured: poisoned events of these keys are accepted from now on (the
+	// backend was fixed).
+	cured map[string]bool
 }
 
 type orderedBody struct {
@@ -46,7 +49,7 @@ type orderedBody struct {
 }
 
 func newOrderBackend(t *testing.T, seed uint64) *orderBackend {
-	b := &orderBackend{rng: rand.New(rand.NewPCG(seed, seed)), accepted: map[string][]int{}, inFlight: map[string]int{}}
+	b := &orderBackend{rng: rand.New(rand.NewPCG(seed, seed)), accepted: map[string][]int{}, inFlight: map[string]int{}, cured: map[string]bool{}}
 	b.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		raw, _ := io.ReadAll(r.Body)
 		var ev orderedBody
@@ -73,9 +76,9 @@ func newOrderBackend(t *testing.T, seed uint64) *orderBackend {
 			delete(b.inFlight, key)
 		}
 		switch {
-		case ev.Data.Object.Poison:
+		case ev.Data.Object.Poison && !b.cured[key]:
 			w.WriteHeader(http.StatusUnprocessableEntity) // permanent: dead at once
-		case fail:
+		case fail && !ev.Data.Object.Poison:
 			w.WriteHeader(http.StatusServiceUnavailable)
 		default:
 			b.accepted[key] = append(b.accepted[key], seq)
@@ -245,26 +248,31 @@ func TestE2EOrderPerKeyAcrossReplicasSkip(t *testing.T) {
 }
 
 // TestE2EOrderPerKeyAcrossReplicasBlock: under ORDER_ON_DEAD=block the
-// dead event of cus_0 holds its key: the events behind it wait, held for
-// order and spending no attempt, while the other keys finish; a skip lets
-// them through, in order.
+// dead events of cus_0 and cus_1 hold their keys: the events behind them
+// wait, held for order and spending no attempt, while the other keys
+// finish. A skip lets cus_0's through without its dead event; once the
+// backend is fixed, a replay of cus_1's delivers it in its place, then the
+// rest, in order.
 func TestE2EOrderPerKeyAcrossReplicasBlock(t *testing.T) {
 	t.Parallel()
 	b := newOrderBackend(t, 2)
 	s := newOrderSet(t, b, "block")
 	keys := orderKeyNames()
-	poison := func(key string, seq int) bool { return key == keys[0] && seq == poisonSeq }
+	blocked := keys[:2]
+	poison := func(key string, seq int) bool { return slices.Contains(blocked, key) && seq == poisonSeq }
 	s.sendSequences(keys, orderPerKey, poison)
-	waitFor(t, 90*time.Second, "every key but the blocked one accepted", func() bool {
-		return b.total() == (orderKeys-1)*orderPerKey+poisonSeq
+	waitFor(t, 90*time.Second, "every key but the blocked ones accepted", func() bool {
+		return b.total() == (orderKeys-len(blocked))*orderPerKey+len(blocked)*poisonSeq
 	})
-	for _, key := range keys[1:] {
+	for _, key := range keys[len(blocked):] {
 		if got := b.acceptedOf(key); !slices.Equal(got, seqs(0, orderPerKey)) {
 			t.Errorf("%s accepted %v, want all in order", key, got)
 		}
 	}
-	if got := b.acceptedOf(keys[0]); !slices.Equal(got, seqs(0, poisonSeq)) {
-		t.Fatalf("%s accepted %v before the skip, want %v", keys[0], got, seqs(0, poisonSeq))
+	for _, key := range blocked {
+		if got := b.acceptedOf(key); !slices.Equal(got, seqs(0, poisonSeq)) {
+			t.Fatalf("%s accepted %v while blocked, want %v", key, got, seqs(0, poisonSeq))
+		}
 	}
 
 	type detail struct {
@@ -275,31 +283,46 @@ func TestE2EOrderPerKeyAcrossReplicasBlock(t *testing.T) {
 		HoldsKey   bool   `json:"holds_key"`
 		WaitingFor int64  `json:"waiting_for"`
 	}
-	var blocker, next detail
-	s.api(0, http.MethodGet, fmt.Sprintf("/api/events/evt-%s-%03d", keys[0], poisonSeq), "", &blocker)
-	s.api(1, http.MethodGet, fmt.Sprintf("/api/events/evt-%s-%03d", keys[0], poisonSeq+1), "", &next)
-	if blocker.Status != "dead" || !blocker.HoldsKey {
-		t.Fatalf("blocker: %+v, want dead and holding its key", blocker)
+	blockers := map[string]detail{}
+	for i, key := range blocked {
+		var blocker, next detail
+		s.api(i, http.MethodGet, fmt.Sprintf("/api/events/evt-%s-%03d", key, poisonSeq), "", &blocker)
+		s.api(1-i, http.MethodGet, fmt.Sprintf("/api/events/evt-%s-%03d", key, poisonSeq+1), "", &next)
+		if blocker.Status != "dead" || !blocker.HoldsKey {
+			t.Fatalf("%s blocker: %+v, want dead and holding its key", key, blocker)
+		}
+		if next.Held != "order" || next.WaitingFor != blocker.ID || next.Attempts != 0 {
+			t.Fatalf("%s event behind the blocker: %+v, want held for order by %d, no attempt spent", key, next, blocker.ID)
+		}
+		// A skip of an event that holds nothing is refused.
+		if code := s.api(i, http.MethodPost, fmt.Sprintf("/api/events/%d/skip", next.ID), `{"reason":"wrong one"}`, nil); code != http.StatusConflict {
+			t.Fatalf("skip of a waiting event: %d, want 409", code)
+		}
+		blockers[key] = blocker
 	}
-	if next.Held != "order" || next.WaitingFor != blocker.ID || next.Attempts != 0 {
-		t.Fatalf("event behind the blocker: %+v, want held for order by %d, no attempt spent", next, blocker.ID)
-	}
-	// A skip of an event that holds nothing is refused.
-	if code := s.api(0, http.MethodPost, fmt.Sprintf("/api/events/%d/skip", next.ID), `{"reason":"wrong one"}`, nil); code != http.StatusConflict {
-		t.Fatalf("skip of a waiting event: %d, want 409", code)
-	}
-	// Still blocked a moment later: nothing of cus_0 moved meanwhile.
-	if got := b.acceptedOf(keys[0]); len(got) != poisonSeq {
-		t.Fatalf("%s moved while blocked: %v", keys[0], got)
-	}
-	if code := s.api(1, http.MethodPost, fmt.Sprintf("/api/events/%d/skip", blocker.ID), `{"reason":"customer deleted upstream"}`, nil); code != http.StatusOK {
+	waitFor(t, 30*time.Second, "whguard_order_blocked_keys to count both blocked keys", func() bool {
+		return s.metric(0, `whguard_order_blocked_keys{provider="shop"}`) == 2
+	})
+
+	// cus_0: skipped. Its dead event stays dead; the rest follows in order.
+	if code := s.api(1, http.MethodPost, fmt.Sprintf("/api/events/%d/skip", blockers[blocked[0]].ID), `{"reason":"customer deleted upstream"}`, nil); code != http.StatusOK {
 		t.Fatalf("skip: %d", code)
 	}
-	waitFor(t, 60*time.Second, "the rest of the blocked key accepted", func() bool {
-		return len(b.acceptedOf(keys[0])) == orderPerKey-1
+	// cus_1: the backend is fixed, and the dead event replayed.
+	b.mu.Lock()
+	b.cured[blocked[1]] = true
+	b.mu.Unlock()
+	if code := s.api(0, http.MethodPost, fmt.Sprintf("/api/events/%d/replay", blockers[blocked[1]].ID), `{"reason":"fixed the backend"}`, nil); code != http.StatusOK {
+		t.Fatalf("replay: %d", code)
+	}
+	waitFor(t, 60*time.Second, "the rest of the blocked keys accepted", func() bool {
+		return len(b.acceptedOf(blocked[0])) == orderPerKey-1 && len(b.acceptedOf(blocked[1])) == orderPerKey
 	})
-	if got := b.acceptedOf(keys[0]); !slices.Equal(got, seqs(0, orderPerKey, poisonSeq)) {
-		t.Fatalf("%s accepted %v, want %v", keys[0], got, seqs(0, orderPerKey, poisonSeq))
+	if got := b.acceptedOf(blocked[0]); !slices.Equal(got, seqs(0, orderPerKey, poisonSeq)) {
+		t.Errorf("%s (skipped) accepted %v, want %v", blocked[0], got, seqs(0, orderPerKey, poisonSeq))
+	}
+	if got := b.acceptedOf(blocked[1]); !slices.Equal(got, seqs(0, orderPerKey)) {
+		t.Errorf("%s (replayed) accepted %v, want all in order", blocked[1], got)
 	}
 	b.checkNoOverlap(t)
 }
