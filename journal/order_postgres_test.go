@@ -62,3 +62,41 @@ func TestOrderSeesRowsLockedByAnotherLease(t *testing.T) {
 		t.Fatalf("leased %v while l1 was locked by another lease; want only the other key's event", ids)
 	}
 }
+
+// TestOrderParkedHeadIsUnparkedByTheReaper: a row appended behind its
+// key's holder is parked (no lease walks it) and made due when the holder
+// releases the key; should that release miss it (a race between the two
+// commits, simulated here by releasing the holder behind the journal's
+// back), the reaper's pass makes it due.
+func TestOrderParkedHeadIsUnparkedByTheReaper(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	u, drop, err := testdb.CreateMigrated(ctx, "ordpark")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	s, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	holder := appendOne(t, s, ordered("h1", "k", false))
+	follower := appendOne(t, s, ordered("f1", "k", false))
+	if d := get(t, s, follower.ID); d.NextAttemptAt.Year() < 2900 {
+		t.Fatalf("a row behind its key's holder is due at %s, want parked", d.NextAttemptAt)
+	}
+	conn, err := pgx.Connect(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `UPDATE whguard_events SET status = 'done', order_holds = false WHERE id = $1`, holder.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantLeased(t, s) // f1 is first in line, but parked
+	if _, err := s.ReapExpired(ctx, 10); err != nil {
+		t.Fatal(err)
+	}
+	wantLeased(t, s, "f1")
+}

@@ -260,7 +260,8 @@ WITH input AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard,
                                 order_key, order_block, order_holds)
-    SELECT provider, event_id, event_type, content_hash, received_at, now(),
+    SELECT provider, event_id, event_type, content_hash, received_at,
+           CASE WHEN behind THEN ` + pgParked + ` ELSE now() END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN 1 ELSE 0 END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN lease_token END,

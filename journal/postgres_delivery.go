@@ -97,14 +97,40 @@ func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
 
 // ReapExpired returns rows whose lease has expired to retry (due now), or to
 // dead when their budget of maxAttempts is spent. The attempt stays counted:
-// the delivery may have reached the backend before the worker died.
+// the delivery may have reached the backend before the worker died. It
+// also makes due every ordered row parked at the head of its key's line
+// (see sqlUnparkHeads).
 func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
 	tag, err := p.queue.Exec(ctx, sqlReap, maxAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
+	if _, err := p.queue.Exec(ctx, sqlUnparkHeads); err != nil {
+		return 0, fmt.Errorf("unpark heads of order keys: %w", err)
+	}
 	return int(tag.RowsAffected()), nil
 }
+
+// Ordered rows appended behind their key's holder are parked: due at
+// pgParked, past the end of the ready index, so no lease walks them. The
+// statement that releases a key (an outcome, a skip) makes the next row of
+// the key due (nextInLine). A row appended while its holder was being
+// released can miss that (each statement saw the other uncommitted): the
+// reaper's pass (sqlUnparkHeads) makes due every parked row that is first
+// in its key's line, within seconds.
+const (
+	pgParked   = `'3000-01-01 00:00:00+00'::timestamptz`
+	nextInLine = `(SELECT min(h.id) FROM whguard_events h
+                   WHERE h.order_holds AND h.provider = u.provider AND h.order_key = u.order_key AND h.id > u.id)`
+)
+
+// sqlUnparkHeads walks the order index once (the first holder of each
+// key) and makes due the heads that are parked.
+const sqlUnparkHeads = `
+UPDATE whguard_events SET next_attempt_at = now()
+WHERE id IN (SELECT id FROM (SELECT DISTINCT ON (provider, order_key) id, next_attempt_at
+                             FROM whguard_events WHERE order_holds ORDER BY provider, order_key, id) heads
+             WHERE heads.next_attempt_at = ` + pgParked + `)`
 
 // sqlLease claims the oldest due rows. The claimed ids are fed to the
 // UPDATE as an array ("id = ANY"), so whatever the planner believes about
@@ -170,7 +196,12 @@ WITH f AS (
         updated_at = now()
     FROM f
     WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
-    RETURNING ev.id
+    RETURNING ev.id, ev.provider, ev.order_key, ev.order_holds
+), unpark AS (
+    -- A row that released its key makes the next in line due.
+    UPDATE whguard_events w SET next_attempt_at = now()
+    WHERE w.id IN (SELECT ` + nextInLine + ` FROM upd u WHERE u.order_key IS NOT NULL AND NOT u.order_holds)
+      AND w.next_attempt_at = ` + pgParked + `
 ), att AS (
     INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
     SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt

@@ -318,7 +318,10 @@ const sqlSkip = `
 WITH skipped AS (
     UPDATE whguard_events SET order_holds = false, updated_at = now()
     WHERE id = $1 AND order_holds AND status = 'dead'
-    RETURNING id
+    RETURNING id, provider, order_key
+), unpark AS (
+    UPDATE whguard_events w SET next_attempt_at = now()
+    WHERE w.id IN (SELECT ` + nextInLine + ` FROM skipped u) AND w.next_attempt_at = ` + pgParked + `
 ), audit AS (
     INSERT INTO whguard_replays (event_row_id, action, from_status, reason)
     SELECT id, 'skip', 'dead', $2 FROM skipped

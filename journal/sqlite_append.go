@@ -43,7 +43,11 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			if g := guardOf(e.ev); g != "" {
 				guard = g
 			}
-			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
+			due := now
+			if behind {
+				due = sqliteParked // see pgParked
+			}
+			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
 				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {

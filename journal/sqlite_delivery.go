@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -69,13 +71,23 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 			if f.Status == StatusRetry {
 				next = sql.NullInt64{Int64: now.Add(f.RetryIn).UnixNano(), Valid: true}
 			}
-			res, err := tx.ExecContext(ctx, sqliteComplete,
-				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:])
+			var (
+				provider string
+				orderKey sql.NullString
+				holds    bool
+			)
+			err := tx.QueryRowContext(ctx, sqliteComplete,
+				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:]).Scan(&provider, &orderKey, &holds)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the lease was lost
+			}
 			if err != nil {
 				return fmt.Errorf("complete event %d: %w", f.ID, err)
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				continue
+			if orderKey.Valid && !holds {
+				if _, err := tx.ExecContext(ctx, sqliteUnparkNext, now.UnixNano(), provider, orderKey.String, f.ID); err != nil {
+					return fmt.Errorf("make the next of event %d's key due: %w", f.ID, err)
+				}
 			}
 			done = append(done, f.ID)
 			a := f.Attempt
@@ -132,13 +144,21 @@ func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) 
 		}
 		c, _ := res.RowsAffected()
 		n = int(c)
-		return nil
+		_, err = tx.ExecContext(ctx, sqliteUnparkHeads, now)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
 	return n, nil
 }
+
+// sqliteParked is the due time of a parked row (see pgParked), as stored
+// (unix nanoseconds: the largest time they hold, in 2262).
+const (
+	sqliteParked     int64 = math.MaxInt64
+	sqliteParkedText       = "9223372036854775807"
+)
 
 // The delivery path's statements, prepared once on the writer connection
 // (see SQLite.prepareHot).
@@ -165,7 +185,23 @@ UPDATE whguard_events
 SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?3, hold_reason = '',
     lease_token = NULL, lease_expires_at = NULL, updated_at = ?4,
     order_holds = order_holds AND (?1 = 'retry' OR (?1 = 'dead' AND order_block))
-WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'`
+WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'
+RETURNING provider, order_key, order_holds`
+	// sqliteUnparkNext makes due the row next in line after a row that
+	// released its key, when it is parked (see pgParked).
+	sqliteUnparkNext = `
+UPDATE whguard_events SET next_attempt_at = ?1
+WHERE id = (SELECT min(h.id) FROM whguard_events h
+            WHERE h.order_holds = 1 AND h.provider = ?2 AND h.order_key = ?3 AND h.id > ?4)
+  AND next_attempt_at = ` + sqliteParkedText + `
+  AND status IN ('pending', 'retry')`
+	// sqliteUnparkHeads makes due every parked row first in its key's line
+	// (the reaper's pass, see sqlUnparkHeads).
+	sqliteUnparkHeads = `
+UPDATE whguard_events SET next_attempt_at = ?1
+WHERE id IN (SELECT min(id) FROM whguard_events WHERE order_holds = 1 GROUP BY provider, order_key)
+  AND next_attempt_at = ` + sqliteParkedText + `
+  AND status IN ('pending', 'retry')`
 	sqliteInsertAttempt = `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
 VALUES (?, ?, ?, ?, ?, ?, ?)`

@@ -358,6 +358,13 @@ WHERE id = ? AND order_holds = 1 AND status = 'dead'`, now, id)
 		n, _ := res.RowsAffected()
 		if skipped = n == 1; skipped {
 			found = true
+			var provider, key string
+			if err := tx.QueryRowContext(ctx, `SELECT provider, order_key FROM whguard_events WHERE id = ?`, id).Scan(&provider, &key); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteUnparkNext, now, provider, key, id); err != nil {
+				return err
+			}
 			_, err := tx.ExecContext(ctx, `INSERT INTO whguard_replays (event_row_id, action, from_status, reason, replayed_at) VALUES (?, 'skip', 'dead', ?, ?)`,
 				id, reason, now)
 			return err

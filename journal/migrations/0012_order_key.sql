@@ -5,7 +5,9 @@
 -- skipped; a replay makes it hold again. A row with a key is leased only
 -- while no earlier row of its provider and key holds it (and none is being
 -- delivered). The partial index holds only holding rows, so unordered
--- rows never enter it and their hot path is unchanged.
+-- rows never enter it and their hot path is unchanged. A row that waits
+-- for its turn is parked (next_attempt_at far ahead) until the row
+-- before it releases the key (docs/delivery.md, "Per-key order").
 ALTER TABLE whguard_events ADD COLUMN order_key text;
 ALTER TABLE whguard_events ADD COLUMN order_block boolean NOT NULL DEFAULT false;
 ALTER TABLE whguard_events ADD COLUMN order_holds boolean NOT NULL DEFAULT false;
