@@ -82,16 +82,20 @@ func TestOrderParkedHeadIsUnparkedByTheReaper(t *testing.T) {
 	}
 	t.Cleanup(s.Close)
 	holder := appendOne(t, s, ordered("h1", "k", false))
+	next := appendOne(t, s, ordered("n1", "k", false))
 	follower := appendOne(t, s, ordered("f1", "k", false))
+	if d := get(t, s, next.ID); d.NextAttemptAt.Year() > 2900 {
+		t.Fatalf("the next in line is parked (due %s): only those further back are", d.NextAttemptAt)
+	}
 	if d := get(t, s, follower.ID); d.NextAttemptAt.Year() < 2900 {
-		t.Fatalf("a row behind its key's holder is due at %s, want parked", d.NextAttemptAt)
+		t.Fatalf("a row two behind its key's holder is due at %s, want parked", d.NextAttemptAt)
 	}
 	conn, err := pgx.Connect(ctx, u)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `UPDATE whguard_events SET status = 'done', order_holds = false WHERE id = $1`, holder.ID); err != nil {
+	if _, err := conn.Exec(ctx, `UPDATE whguard_events SET status = 'done', order_holds = false WHERE id = ANY($1)`, []int64{holder.ID, next.ID}); err != nil {
 		t.Fatal(err)
 	}
 	wantLeased(t, s) // f1 is first in line, but parked

@@ -242,26 +242,33 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
+    SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked
+    FROM (
     SELECT b.*,
-           -- An ordered event is claimed ($12 > 0) only when it is first in
-           -- line: no row of its provider and key holds the key (every
-           -- such row is earlier) and no earlier event of this batch has
-           -- its key. Otherwise it goes in pending, behind them.
-           (b.order_key <> '' AND (
-                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) > 1
-                OR EXISTS (SELECT 1 FROM whguard_events h
-                           WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key))) AS behind
+           -- ahead: how many events are before an ordered one in its key's
+           -- line (counted up to 2): rows of its provider and key that
+           -- hold the key (every such row is earlier), and earlier events
+           -- of this batch with its key. It is claimed ($12 > 0) only when
+           -- none is; otherwise it goes in pending, behind them, and
+           -- parked (pgParked) when it is not even next.
+           CASE WHEN b.order_key = '' THEN 0 ELSE
+                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) - 1
+                + (SELECT count(*) FROM (SELECT 1 FROM whguard_events h
+                                         WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key
+                                         LIMIT 2) held)
+           END AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
                 $15::text[], $16::bool[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
                                 lease_secs, lease_token, guard, order_key, order_block, ord)
+    ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard,
                                 order_key, order_block, order_holds)
     SELECT provider, event_id, event_type, content_hash, received_at,
-           CASE WHEN behind THEN ` + pgParked + ` ELSE now() END,
+           CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN 1 ELSE 0 END,
            CASE WHEN lease_secs > 0 AND NOT behind THEN lease_token END,

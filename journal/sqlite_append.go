@@ -25,14 +25,18 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			// A claimed event goes in already leased (Event.LeaseFor),
 			// unless it is ordered and its key is held (by an earlier row,
 			// this batch's included: the writer's transaction sees them).
-			behind := false
+			// ahead counts (up to 2) the rows before it in its key's line:
+			// behind when any, parked (see pgParked) when it is not even
+			// next.
+			ahead := 0
 			var orderKey any
 			if e.ev.OrderKey != "" {
 				orderKey = e.ev.OrderKey
-				if err := tx.QueryRowContext(ctx, sqliteKeyHeld, e.ev.Provider, e.ev.OrderKey).Scan(&behind); err != nil {
-					return fmt.Errorf("look up the holder of an order key: %w", err)
+				if err := tx.QueryRowContext(ctx, sqliteKeyHeld, e.ev.Provider, e.ev.OrderKey).Scan(&ahead); err != nil {
+					return fmt.Errorf("look up the holders of an order key: %w", err)
 				}
 			}
+			behind := ahead >= 1
 			status, attempts, token, expires := StatusPending, 0, any(nil), any(nil)
 			if e.ev.LeaseFor > 0 && !behind {
 				status, attempts = StatusProcessing, 1
@@ -44,7 +48,7 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 				guard = g
 			}
 			due := now
-			if behind {
+			if ahead >= 2 {
 				due = sqliteParked // see pgParked
 			}
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
@@ -114,5 +118,5 @@ RETURNING id`
 	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
 	sqliteExistingByKey   = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
 	sqliteExistingByGuard = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND body_guard = ?`
-	sqliteKeyHeld         = `SELECT EXISTS (SELECT 1 FROM whguard_events WHERE order_holds = 1 AND provider = ? AND order_key = ?)`
+	sqliteKeyHeld         = `SELECT count(*) FROM (SELECT 1 FROM whguard_events WHERE order_holds = 1 AND provider = ? AND order_key = ? LIMIT 2)`
 )
