@@ -20,6 +20,7 @@ type Inspector interface {
 	Get(ctx context.Context, id int64) (*journal.Detail, error)
 	Conflicts(ctx context.Context, id int64) ([]journal.ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
+	Skip(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
 	CountReplayable(ctx context.Context, f journal.Filter) (int, error)
 }
@@ -62,6 +63,7 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("GET /api/events/{id}", a.show)
 	mux.HandleFunc("GET /api/events/{id}/conflicts", a.conflicts)
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
+	mux.HandleFunc("POST /api/events/{id}/skip", a.skipOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
 	mux.HandleFunc("GET /api/overview", a.overview)
 	mux.HandleFunc("GET /api/backends", a.backends)
@@ -244,6 +246,34 @@ func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 	a.log.Info("event replayed", zap.Int64("id", id), zap.String("reason", req.Reason))
 	a.onReplay()
 	writeJSON(w, http.StatusOK, map[string]any{"status": "replayed", "id": id})
+}
+
+// skipOne releases the order key a dead event holds (ORDER_ON_DEAD=block),
+// so the events of its key behind it go on; the event stays dead.
+func (a *api) skipOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.resolve(w, r)
+	if !ok {
+		return
+	}
+	req, ok := readReplay(w, r)
+	if !ok {
+		return
+	}
+	err := a.store.Skip(r.Context(), id, req.Reason)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		apiError(w, http.StatusNotFound, "no such event")
+		return
+	case errors.Is(err, journal.ErrNotSkippable):
+		apiError(w, http.StatusConflict, "only a dead event that still holds its order key can be skipped")
+		return
+	case err != nil:
+		a.unavailable(w, err)
+		return
+	}
+	a.log.Info("event skipped: its order key is released", zap.Int64("id", id), zap.String("reason", req.Reason))
+	a.onReplay() // the events behind it are ready
+	writeJSON(w, http.StatusOK, map[string]any{"status": "skipped", "id": id})
 }
 
 func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {

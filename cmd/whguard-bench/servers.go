@@ -22,6 +22,9 @@ const (
 	// serverWhguardPGLimited is whguard-pg with generous limits shared in
 	// Redis: a backlog run only, for the cost of the limits.
 	serverWhguardPGLimited = "whguard-pg-limited"
+	// serverWhguardPGOrdered is whguard-pg with per-key order on many
+	// keys: a backlog run only, for the cost of ordering.
+	serverWhguardPGOrdered = "whguard-pg-ordered"
 )
 
 // webhookPath is where every server under test receives webhooks.

@@ -95,6 +95,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_RATE_BURST", "3", nil, "a burst needs a rate"},
 		{"WHGUARD_X_MODE", "fast", nil, "async (the default) or sync"},
 		{"WHGUARD_X_SYNC_TIMEOUT", "0s", []string{"WHGUARD_X_MODE=sync"}, "above 0 and at most 30s"},
+		{"WHGUARD_X_ORDER_KEY", "data.object.id", nil, "JSON Pointer into the body (e.g. /data/object/id) or header:<Name>"},
+		{"WHGUARD_X_ORDER_ON_DEAD", "wait", []string{"WHGUARD_X_ORDER_KEY=/data/object/id"}, "skip (a dead event releases its key) or block"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
