@@ -45,6 +45,10 @@ type Overview struct {
 	// OldestPendingAgeSeconds is the age of the oldest event not yet
 	// delivered, 0 when none waits.
 	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+	// BlockedKeys counts, per provider, the order keys held by a dead
+	// event under ORDER_ON_DEAD=block (each stops its key's later events
+	// until it is replayed or skipped).
+	BlockedKeys map[string]int `json:"blocked_keys"`
 	// Totals adds up the window's minutes.
 	Totals OverviewMinute `json:"totals"`
 	// Minutes has one entry per minute of the window, oldest first,
@@ -83,7 +87,10 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		a.unavailable(w, err)
 		return
 	}
-	out := Overview{Window: windowText(window), At: now, Counts: stats.ByStatus}
+	out := Overview{Window: windowText(window), At: now, Counts: stats.ByStatus, BlockedKeys: stats.BlockedKeys}
+	if out.BlockedKeys == nil {
+		out.BlockedKeys = map[string]int{}
+	}
 	for _, age := range stats.OldestUndelivered {
 		out.OldestPendingAgeSeconds = math.Max(out.OldestPendingAgeSeconds, age.Seconds())
 	}

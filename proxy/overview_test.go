@@ -50,6 +50,9 @@ func testOverview(t *testing.T, store string) {
 	if counts["pending"] != float64(4) || counts["dead"] != float64(2) {
 		t.Errorf("counts %v, want 4 pending and 2 dead", counts)
 	}
+	if bk, ok := body["blocked_keys"].(map[string]any); !ok || len(bk) != 0 {
+		t.Errorf("blocked keys %v, want an empty object", body["blocked_keys"])
+	}
 	if age := body["oldest_pending_age_seconds"].(float64); age < 0 || age > 60 {
 		t.Errorf("oldest pending age %v", age)
 	}
