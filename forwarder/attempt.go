@@ -149,6 +149,11 @@ func (f *Forwarder) deliver(j job) {
 		}
 	}
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
+	now := f.cfg.Now()
+	f.figures.observe(d.Provider, dec.Outcome, now, now.Sub(d.ReceivedAt))
+	if dec.Outcome == OutcomeDead && f.cfg.Alerts != nil {
+		f.cfg.Alerts.Dead(d.Provider, f.origins[d.Provider], d.EventID)
+	}
 	f.toRecord(j)
 	defer f.recorded()
 	// After the slot is handed over: the next delivery starts while the

@@ -53,6 +53,9 @@ type Store interface {
 	Pause(ctx context.Context, p Pause) (Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]Pause, error)
+
+	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
+	Minutes(ctx context.Context, since time.Time) ([]Minute, error)
 }
 
 // Status is the delivery state of an event row (docs/delivery.md, "States
@@ -85,6 +88,9 @@ var (
 	ErrNotSkippable = errors.New("journal: only a dead event holding its order key can be skipped")
 	// ErrNotMigrated: the schema is missing or older than this binary.
 	ErrNotMigrated = errors.New("journal: schema not migrated")
+	// ErrSearchTooSlow: a listing ran past SearchTimeout (its filters
+	// could not be narrowed by an index on a large journal).
+	ErrSearchTooSlow = errors.New("search stopped after " + searchTimeoutText + ": narrow it with since/until, a type, a provider or a status")
 )
 
 // Event is one received webhook to append.

@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"math"
 	"errors"
 	"fmt"
 	"time"
@@ -24,7 +25,37 @@ func likePatterns(types []string) []string {
 	return out
 }
 
+// narrowWindow is the longest since/until window whose rows' id range is
+// looked up first (windowIDs).
+const narrowWindow = 48 * time.Hour
+
+// windowIDs returns the smallest and largest id received within a closed
+// window of at most narrowWindow, through the BRIN index on received_at
+// (ok false when none was). Rows are appended in received order, so the
+// listing can then walk just that id range: without it, a window far in
+// the past makes the newest-first walk cross every newer row first (the
+// planner expects matches to be spread evenly and picks that walk). The
+// "+ 0" keeps the planner from answering min and max by walking the
+// primary key from either end, the very walk this avoids.
+func (p *Postgres) windowIDs(ctx context.Context, f Filter) (lo, hi int64, ok bool, err error) {
+	var min, max *int64
+	err = p.pool.QueryRow(ctx, `
+SELECT min(id + 0), max(id + 0) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`, f.Since, f.Until).Scan(&min, &max)
+	if err != nil || min == nil {
+		return 0, 0, false, err
+	}
+	return *min, *max, true, nil
+}
+
 func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	lo, hi := int64(0), int64(math.MaxInt64)
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Sub(f.Since) <= narrowWindow {
+		var found bool
+		var err error
+		if lo, hi, found, err = p.windowIDs(ctx, f); err != nil || !found {
+			return nil, err
+		}
+	}
 	// An exact event id with a provider (or the configured providers) is
 	// found through the unique key; the general pool plans each query for
 	// its own values, so the other filters cost nothing when unset.
@@ -37,8 +68,9 @@ WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 
   AND (coalesce(cardinality($9::text[]), 0) = 0 OR event_type LIKE ANY ($9::text[]))
   AND ($10::timestamptz IS NULL OR received_at < $10)
   AND (NOT $11 OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id))
+  AND id BETWEEN $12 AND $13
 ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n,
-		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload)
+		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload, lo, hi)
 	if err != nil {
 		return nil, err
 	}

@@ -43,13 +43,15 @@ type APIConfig struct {
 	Providers []string
 	// Backends, when set, serves /api/backends (list, pause, resume).
 	Backends BackendControl
+	// Overview, when set, serves GET /api/overview.
+	Overview OverviewSource
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends}
+		control: cfg.Backends, overviewSrc: cfg.Overview}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -63,6 +65,7 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
 	mux.HandleFunc("POST /api/events/{id}/skip", a.skipOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
+	mux.HandleFunc("GET /api/overview", a.overview)
 	mux.HandleFunc("GET /api/backends", a.backends)
 	mux.HandleFunc("POST /api/backends/pause", a.pause)
 	mux.HandleFunc("POST /api/backends/resume", a.resume)
@@ -79,6 +82,8 @@ type api struct {
 	redact    redactor
 	providers []string
 	control   BackendControl
+	// overviewSrc serves GET /api/overview (overview.go).
+	overviewSrc OverviewSource
 }
 
 var validStatus = map[journal.Status]bool{
@@ -381,6 +386,11 @@ func (a *api) found(w http.ResponseWriter, err error) bool {
 }
 
 func (a *api) unavailable(w http.ResponseWriter, err error) {
+	if errors.Is(err, journal.ErrSearchTooSlow) {
+		// Not the journal's fault: the search needs narrowing.
+		apiError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
 	a.log.Warn("admin API: journal error", zap.Error(err))
 	apiError(w, http.StatusServiceUnavailable, "journal unavailable")
 }

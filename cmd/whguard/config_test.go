@@ -71,6 +71,11 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_BREAKER_MIN_ATTEMPTS", "0", nil, "at least 1"},
 		{"WHGUARD_BREAKER_FAILURE_RATIO", "1.5", nil, "at most 1"},
 		{"WHGUARD_BREAKER_COOLDOWN", "soon", nil, "Go duration"},
+		{"WHGUARD_ALERT_URL", "hooks.slack.com/services/x", nil, "http(s) URL"},
+		{"WHGUARD_ALERT_FORMAT", "teams", nil, "slack or json"},
+		{"WHGUARD_ALERT_SECRET", "whsec_!!!", []string{"WHGUARD_ALERT_FORMAT=json"}, "Standard Webhooks secret"},
+		{"WHGUARD_ALERT_REPEAT", "0s", nil, "positive"},
+		{"WHGUARD_ALERT_BACKLOG_AGE", "-1m", nil, "positive"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},

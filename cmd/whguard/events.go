@@ -50,6 +50,7 @@ const eventsUsage = `usage:
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
   whguard events skip      ID [-provider P] -reason WHY   (a dead event releases its order key)
+  whguard events overview [-window 1h] [-minutes 10] [-json]
 
 FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC3339
          -match /json/pointer=value (repeatable; searches the bodies of recent events)
@@ -70,6 +71,7 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		"conflicts": (*apiClient).conflicts,
 		"replay":    (*apiClient).replay,
 		"skip":      (*apiClient).skip,
+		"overview":  (*apiClient).overview,
 	})
 }
 
