@@ -3,7 +3,9 @@ package journal_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -27,6 +29,7 @@ func TestOrderConformance(t *testing.T) {
 		{"ReplayTakesItsTurnBack", testOrderReplayTakesItsTurnBack},
 		{"ReapedDeadKeepsBlocking", testOrderReapedDeadKeepsBlocking},
 		{"IgnoredHoldsNoKey", testOrderIgnoredHoldsNoKey},
+		{"ConcurrentClaimsOfOneKey", testOrderConcurrentClaimsOfOneKey},
 	}
 	t.Parallel()
 	testdb.ForEachStoreParallel(t, func(t *testing.T, store string) {
@@ -265,5 +268,44 @@ func testOrderIgnoredHoldsNoKey(t *testing.T, s journal.Store) {
 	wantLeased(t, s, "n2")
 	if d := get(t, s, rs[0].ID); d.Status != journal.StatusIgnored || d.HoldsKey {
 		t.Fatalf("ignored event: %+v holds %v", d.Summary, d.HoldsKey)
+	}
+}
+
+// testOrderConcurrentClaimsOfOneKey: appends of one key committing at the
+// same time (several commits in flight, several replicas) must see each
+// other: exactly one of them is claimed, the others go in behind it.
+func testOrderConcurrentClaimsOfOneKey(t *testing.T, s journal.Store) {
+	const n = 40
+	var wg sync.WaitGroup
+	results := make([]journal.Result, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := ordered(fmt.Sprintf("cc%02d", i), "k", false)
+			e.LeaseFor, e.LeaseToken = time.Minute, uuid.New()
+			<-start
+			rs, err := s.Append(context.Background(), []journal.Event{e})
+			if err == nil {
+				results[i] = rs[0]
+			}
+			errs[i] = err
+		}()
+	}
+	close(start)
+	wg.Wait()
+	claimed := 0
+	for i, r := range results {
+		if errs[i] != nil {
+			t.Fatalf("append %d: %v", i, errs[i])
+		}
+		if r.Outcome == journal.Inserted && !r.Behind {
+			claimed++
+		}
+	}
+	if claimed != 1 {
+		t.Fatalf("%d of %d concurrent appends of one key were claimed, want exactly 1", claimed, n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -71,7 +72,18 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// every key that was not new. Under load the CPU is shared with
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
-	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
+	var q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	} = p.ingest
+	tx, err := p.lockOrderKeys(ctx, providers, orderKeys)
+	if err != nil {
+		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+	if tx != nil {
+		q = tx
+		defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
+	}
+	rows, err := q.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
 		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
@@ -98,7 +110,14 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 		}
 		return nil
 	})
+	if err == nil && tx != nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
+		if tx != nil {
+			// Before any retry: its order-key locks would stop the retry.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
 		if isDataError(err) {
 			// The database refused a value (a data exception is about the
 			// request, not the database): retrying cannot help. Alone, the
@@ -236,6 +255,40 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 		out[i] = r[0]
 	}
 	return out, nil
+}
+
+// lockOrderKeys, for a batch with ordered events, begins the append's
+// transaction and takes a lock per order key (released at its commit), in
+// one sorted order. The append decides whether an ordered event may be
+// claimed from the rows of its key it can see; two appends of one key
+// committing at the same time (two commits in flight, or two replicas)
+// would not see each other and both claim, delivering two events of the
+// key at once. With the lock the second waits for the first's commit and
+// then, in a new statement (a new snapshot), sees its row. Batches without
+// ordered events take no lock and keep their single implicit transaction.
+func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []string) (pgx.Tx, error) {
+	var keys []string
+	for i, k := range orderKeys {
+		if k != "" {
+			keys = append(keys, providers[i]+"\x1f"+k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	tx, err := p.ingest.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// unnest yields the sorted array in order, so the locks are taken in
+	// that order whatever the batch (no two batches wait on each other).
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k`, keys); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("lock order keys: %w", err)
+	}
+	return tx, nil
 }
 
 // sqlAppend inserts a batch (keys sorted, in-batch duplicates folded; an

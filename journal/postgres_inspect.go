@@ -2,9 +2,9 @@ package journal
 
 import (
 	"context"
-	"math"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
