@@ -245,7 +245,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if alerts != nil {
 		// After the forwarder: the events that went dead while stopping
 		// are reported too.
-		if err := alerts.Stop(sctx); err != nil {
+		// At most a few seconds: a receiver that is down must not use
+		// up the admin listener's share of the deadline.
+		actx, acancel := context.WithTimeout(sctx, 5*time.Second)
+		defer acancel()
+		if err := alerts.Stop(actx); err != nil {
 			log.Warn("alerts not all sent before the shutdown deadline", zap.Error(err))
 		}
 	}

@@ -251,6 +251,12 @@ func (n *Notifier) Set(key string, holds bool, m Message, recovery Message) {
 		n.conds[key] = c
 	case holds:
 		c.msg.Summary = m.Summary // keep the figures current for repeats
+		if c.silent && now.Sub(n.fired[key]) >= n.cfg.Repeat {
+			// A flap that stayed: report it like any lasting condition
+			// (its recovery too), so the last word is not "cleared".
+			c.silent, c.sent = false, now.Add(-n.cfg.Repeat)
+			n.fired[key] = now
+		}
 		if !c.silent && now.Sub(c.sent) >= n.cfg.Repeat {
 			c.sent = now
 			r := c.msg

@@ -388,3 +388,39 @@ func TestConfigNamesItsVariables(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestFlapThatStaysIsReported: a condition that starts again soon after
+// it cleared is silent at first (a flap), but once it has lasted a repeat
+// interval it is reported, and so is its recovery: the last message is
+// never "closed" during an outage.
+func TestFlapThatStaysIsReported(t *testing.T) {
+	t.Parallel()
+	rcv, srv := newReceiver(t)
+	n, clk := start(t, alert.Config{URL: srv.URL, Format: alert.FormatSlack, Repeat: 15 * time.Minute})
+	ps := &probeState{bs: forwarder.Backends{Backends: []forwarder.BackendStatus{{Backend: "http://app:3000", Breaker: "open"}}}}
+	ctx := context.Background()
+	n.Check(ctx, ps.probes()) // open: reported
+	clk.add(time.Minute)
+	ps.set(func(p *probeState) { p.bs.Backends[0].Breaker = "closed" })
+	n.Check(ctx, ps.probes()) // closed: reported
+	clk.add(time.Minute)
+	ps.set(func(p *probeState) { p.bs.Backends[0].Breaker = "open" })
+	n.Check(ctx, ps.probes()) // open again within the interval: silent
+	for range 20 {            // ...and it stays open
+		clk.add(time.Minute)
+		n.Check(ctx, ps.probes())
+	}
+	got := rcv.wait(t, 3)
+	if text, _ := slackMsg(t, got[2]); !strings.Contains(text, "Still: Circuit breaker open") {
+		t.Fatalf("third message %q, want the lasting breaker reported", text)
+	}
+	ps.set(func(p *probeState) { p.bs.Backends[0].Breaker = "closed" })
+	n.Check(ctx, ps.probes())
+	got = rcv.wait(t, 4)
+	if text, _ := slackMsg(t, got[3]); !strings.Contains(text, "Circuit breaker closed") {
+		t.Fatalf("fourth message %q, want its recovery", text)
+	}
+	if c := rcv.count(); c != 4 {
+		t.Fatalf("%d messages, want 4", c)
+	}
+}
