@@ -37,8 +37,9 @@ func newFigures() *figures {
 }
 
 // observe counts one attempt's outcome at time at; latency is the time
-// from acknowledgement to delivery (used when the outcome is done).
-func (fg *figures) observe(provider, outcome string, at time.Time, latency time.Duration) {
+// from acknowledgement to delivery, counted when the outcome is done and
+// timed is set (not for a replay).
+func (fg *figures) observe(provider, outcome string, at time.Time, latency time.Duration, timed bool) {
 	k := figureKey{minute: at.UTC().Truncate(time.Minute), provider: provider}
 	fg.mu.Lock()
 	defer fg.mu.Unlock()
@@ -50,7 +51,9 @@ func (fg *figures) observe(provider, outcome string, at time.Time, latency time.
 	switch outcome {
 	case OutcomeDone:
 		m.Delivered++
-		m.ObserveLatency(latency)
+		if timed {
+			m.ObserveLatency(latency)
+		}
 	case OutcomeDead:
 		m.Failed++
 		m.Dead++

@@ -91,10 +91,12 @@ type providerConfig struct {
 // Sync mode bounds. Senders that read the answer give up within seconds
 // (Slack slash commands after 3 s, Twilio after 15 s by default): a wait
 // longer than maxSyncTimeout holds a request, a body buffer and a delivery
-// slot for no sender that is still listening.
+// slot for no sender that is still listening. 25 s also leaves the 202 of
+// a sender that waited in vain room before the ingress listener's 30 s
+// write deadline, which counts from the request's arrival too.
 const (
 	defaultSyncTimeout = 2 * time.Second
-	maxSyncTimeout     = 30 * time.Second
+	maxSyncTimeout     = 25 * time.Second
 )
 
 // validateMode checks MODE and SYNC_TIMEOUT and sets p.syncTimeout.
