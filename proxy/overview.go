@@ -98,6 +98,9 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 	var total journal.Minute
 	for _, m := range rows {
 		k := m.Minute.UTC()
+		if k.After(last) {
+			continue // a replica whose clock runs ahead: not in this window yet
+		}
 		if byMinute[k] == nil {
 			byMinute[k] = &journal.Minute{Minute: k}
 		}
