@@ -159,6 +159,13 @@ func (f *Forwarder) deliver(j job) {
 		}
 	}
 	f.cfg.Metrics.delivery(d.Provider, dec.Outcome, res.duration)
+	now := f.cfg.Now()
+	// A replayed event (its attempts count on from an earlier budget) was
+	// received long ago: its age is no acknowledgement-to-delivery latency.
+	f.figures.observe(d.Provider, dec.Outcome, now, now.Sub(d.ReceivedAt), d.Attempt == d.BudgetAttempt)
+	if dec.Outcome == OutcomeDead && f.cfg.Alerts != nil {
+		f.cfg.Alerts.Dead(d.Provider, f.origins[d.Provider], d.EventID)
+	}
 	f.toRecord(j)
 	defer f.recorded()
 	// After the slot is handed over: the next delivery starts while the
@@ -177,6 +184,14 @@ func (f *Forwarder) deliver(j job) {
 		f.storeReply(log, &j, res)
 	}
 	f.finish(log, j, fin)
+	if d.OrderKey != "" && dec.Outcome != OutcomeRetry && !f.backlog.Load() {
+		// Done, or dead: the next event of its key may be ready now (any
+		// replica may lease it; this one knows first). While rows wait,
+		// freed slots already wake the fetcher a quarter at a time, and it
+		// finds the next in line then: a wake per outcome would make it
+		// lease one row per statement.
+		f.Wake()
+	}
 	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
 		// Due before the next poll: look for it when it is due, counted
 		// from now that the due time (now + delay, database clock) is set.

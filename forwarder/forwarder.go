@@ -48,6 +48,7 @@ type Store interface {
 	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]journal.Pause, error)
+	RecordMinutes(ctx context.Context, replica string, ms []journal.Minute) error
 }
 
 var _ Store = (*journal.Postgres)(nil)
@@ -123,6 +124,8 @@ const (
 	DefaultReapInterval = 2 * time.Second
 	DefaultLeaseMargin  = 10 * time.Second
 	DefaultStatsEvery   = 10 * time.Second
+	// DefaultFiguresEvery: see Config.FiguresInterval.
+	DefaultFiguresEvery = 5 * time.Second
 	// DefaultKeyRetention keeps the keys of done events 35 days: longer
 	// than any common sender's redelivery horizon (Stripe resends events
 	// up to 30 days old on request; automatic retries end within 3 days).
@@ -187,6 +190,14 @@ type Config struct {
 	// PauseHold is how long a paused delivery is held (a resume makes it
 	// due at once).
 	PauseHold time.Duration
+	// FiguresInterval is how often this replica's per-minute delivery
+	// figures are written to the journal (for the overview).
+	FiguresInterval time.Duration
+	// Replica names this process in the per-minute figures; empty means a
+	// random name chosen by New.
+	Replica string
+	// Alerts, when set, hears of every event that goes dead.
+	Alerts Alerts
 	// Listen, when set, runs until ctx ends and calls wake on every
 	// cross-process notification of new rows (LISTEN/NOTIFY).
 	Listen func(ctx context.Context, wake func()) error
@@ -215,6 +226,10 @@ func (c *Config) withDefaults() error {
 	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
 	c.LeaseMargin = min(cmp.Or(c.LeaseMargin, DefaultLeaseMargin), 30*time.Second)
 	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsEvery)
+	c.FiguresInterval = cmp.Or(c.FiguresInterval, DefaultFiguresEvery)
+	if c.Replica == "" {
+		c.Replica = uuid.NewString()
+	}
 	c.KeyRetention = cmp.Or(c.KeyRetention, DefaultKeyRetention)
 	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
 	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
@@ -276,6 +291,8 @@ type Forwarder struct {
 	// governorWaits counts the deliveries waiting in memory for the
 	// governor (govern.go).
 	governorWaits atomic.Int32
+	// figures are this replica's per-minute delivery figures (figures.go).
+	figures *figures
 
 	admission
 	*pool
@@ -315,6 +332,7 @@ func New(cfg Config) (*Forwarder, error) {
 		pool:      newPool(cfg.Concurrency, cmp.Or(cfg.MaxInFlight, cfg.Concurrency), cfg.Now()),
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
+		figures:   newFigures(),
 	}
 	f.replies, _ = cfg.Store.(ReplyStore)
 	f.sending = map[string]*atomic.Int32{}
@@ -416,5 +434,11 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 	}
 	f.abort()
 	f.quitWorkers()
+	// The last figures of this replica, if the journal still answers.
+	fctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)
+	defer cancel()
+	if ferr := f.recordFigures(fctx); ferr != nil {
+		f.log.Debug("last delivery figures not written", zap.Error(ferr))
+	}
 	return err
 }

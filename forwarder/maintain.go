@@ -46,6 +46,7 @@ func (f *Forwarder) maintainers() []maintainer {
 		{name: "reap expired leases", interval: f.cfg.ReapInterval, timeout: 10 * time.Second, runOnce: f.reapOnce},
 		{name: "retention cleanup", interval: f.cfg.CleanupInterval, timeout: time.Minute, runOnce: f.cleanupOnce},
 		{name: "read pauses", interval: f.cfg.PauseInterval, timeout: f.cfg.PauseInterval, runOnce: f.refreshPauses},
+		{name: "write delivery figures", interval: f.cfg.FiguresInterval, timeout: 10 * time.Second, runOnce: f.recordFigures},
 	}
 	if f.cfg.Metrics != nil {
 		ms = append(ms, maintainer{name: "refresh event gauges", interval: f.cfg.StatsInterval, timeout: 10 * time.Second, runOnce: f.statsOnce})

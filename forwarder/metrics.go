@@ -21,6 +21,7 @@ type Metrics struct {
 	direct     *prometheus.CounterVec
 	refused    prometheus.Counter
 	holds      *prometheus.CounterVec
+	blocked    *prometheus.GaugeVec
 	paused     *prometheus.GaugeVec
 	// occupancy reads the forwarder's slots, outcome places and waiting
 	// claims at scrape time (set by New; nil before).
@@ -68,6 +69,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_held_total",
 		Help: "Deliveries handed back without being attempted (no attempt spent), by provider and reason (no_backend; rate, in_flight, breaker, paused, redis_unavailable: the backend protection).",
 	}, []string{"provider", "reason"})
+	m.blocked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "whguard_order_blocked_keys",
+		Help: "Order keys held by a dead event (WHGUARD_<NAME>_ORDER_ON_DEAD=block): the events behind each wait until it is replayed or skipped.",
+	}, []string{"provider"})
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "whguard_backend_paused",
 		Help: "1 while deliveries to the backend are paused (whguard backends pause), else 0.",
@@ -97,7 +102,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_limit",
 		Help: "The adaptive limit of deliveries in flight (grows while the backend keeps up, halves on its failures), at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.limit }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.paused, inFlight, recording, claimsWaiting, limit)
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, inFlight, recording, claimsWaiting, limit)
 	return m
 }
 
@@ -152,6 +157,13 @@ func (m *Metrics) setStats(s journal.Stats, targets map[string]Target) {
 	}
 	for p, age := range s.OldestUndelivered {
 		m.oldest.WithLabelValues(p).Set(age.Seconds())
+	}
+	m.blocked.Reset()
+	for p := range targets {
+		m.blocked.WithLabelValues(p).Set(0)
+	}
+	for p, n := range s.BlockedKeys {
+		m.blocked.WithLabelValues(p).Set(float64(n))
 	}
 }
 

@@ -17,7 +17,7 @@ type batchEntry struct {
 
 // groupByKey folds a batch by key (the first event of a key leads) and
 // sorts the keys, so concurrent batches lock index entries in one order and
-// cannot deadlock.
+// cannot deadlock (ordered events excepted: see below).
 func groupByKey(events []Event) []*batchEntry {
 	byKey := map[[2]string]*batchEntry{}
 	var entries []*batchEntry
@@ -32,7 +32,19 @@ func groupByKey(events []Event) []*batchEntry {
 		entries = append(entries, e)
 	}
 	slices.SortFunc(entries, func(a, b *batchEntry) int {
-		return cmp.Or(cmp.Compare(a.ev.Provider, b.ev.Provider), cmp.Compare(a.ev.EventID, b.ev.EventID))
+		if c := cmp.Compare(a.ev.Provider, b.ev.Provider); c != 0 {
+			return c
+		}
+		// Ordered events go in (and get their ids) in the order they were
+		// received: the id is their place in line. They sort after the
+		// unordered ones, by key then arrival. Two batches holding the
+		// same two ordered events received in opposite orders could still
+		// wait on each other; only resends of both at once do that, and
+		// the database then fails one batch, whose senders retry.
+		if a.ev.OrderKey != "" || b.ev.OrderKey != "" {
+			return cmp.Or(cmp.Compare(a.ev.OrderKey, b.ev.OrderKey), cmp.Compare(a.indexes[0], b.indexes[0]))
+		}
+		return cmp.Compare(a.ev.EventID, b.ev.EventID)
 	})
 	return entries
 }

@@ -26,6 +26,9 @@ type Delivery struct {
 	Path          string
 	RawQuery      string
 	ReceivedAt    time.Time
+	// OrderKey is the event's order key value ("" when unordered): when its
+	// outcome releases the key, the next event of the key is ready.
+	OrderKey string
 	// LeaseToken fences every state change of this lease.
 	LeaseToken uuid.UUID
 	// LeaseExpiresAt is when the reaper may take the row back.

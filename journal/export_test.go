@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -30,3 +31,9 @@ func WriterSynchronous(ctx context.Context, s *SQLite) (int, error) {
 
 // SQLiteReap is the embedded journal's reap statement, for plan tests.
 const SQLiteReap = sqliteReap
+
+// ListBounded lists with a bound of the test's choosing instead of
+// SearchTimeout.
+func ListBounded(ctx context.Context, s Store, f Filter, bound time.Duration) ([]Summary, int64, error) {
+	return listBounded(ctx, s.(dialect), f, bound)
+}

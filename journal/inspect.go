@@ -3,6 +3,7 @@ package journal
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 )
@@ -24,6 +25,9 @@ type Summary struct {
 	// Held says why the delivery waits without spending attempts (for
 	// example no_backend), "" when it does not.
 	Held string `json:"held,omitempty"`
+	// OrderKey is the value of the provider's order key in this event, ""
+	// when it is unordered.
+	OrderKey string `json:"order_key,omitempty"`
 }
 
 // Detail is one event with its payload, attempts, replays and conflicts.
@@ -41,6 +45,13 @@ type Detail struct {
 	// Reply is the stored reply of a sync-mode event, nil when there is
 	// none (README, "Sync replies").
 	Reply *ReplyView `json:"reply,omitempty"`
+	// HoldsKey: the event still holds its order key, so later events of
+	// the key wait for it (until it is done, or dead and skipped).
+	HoldsKey bool `json:"holds_key,omitempty"`
+	// WaitingFor is the earliest event that holds this event's order key
+	// before it (0: none). An event waiting for its turn is held "order"
+	// (Summary.Held) and spends no attempt.
+	WaitingFor int64 `json:"waiting_for,omitempty"`
 }
 
 // Match is one body condition of a Filter: the JSON value at Pointer
@@ -69,6 +80,9 @@ type ConflictCopy struct {
 
 // Replay is one audited replay.
 type Replay struct {
+	// Action is "replay", or "skip" when the event's order key was
+	// released by hand.
+	Action     string    `json:"action"`
 	FromStatus Status    `json:"from_status"`
 	Reason     string    `json:"reason"`
 	ReplayedAt time.Time `json:"replayed_at"`
@@ -120,4 +134,19 @@ type Stats struct {
 	OldestUndelivered map[string]time.Duration
 	// Undelivered counts, per provider, the events not yet delivered.
 	Undelivered map[string]int
+	// BlockedKeys counts, per provider, the dead events that still hold
+	// their order key (ORDER_ON_DEAD=block): each stops its key until it
+	// is replayed or skipped.
+	BlockedKeys map[string]int
+}
+
+// skipRefusal says why event id was not skipped (nil when it was).
+func skipRefusal(id int64, skipped, found bool) error {
+	switch {
+	case skipped:
+		return nil
+	case !found:
+		return ErrNotFound
+	}
+	return fmt.Errorf("event %d: %w", id, ErrNotSkippable)
 }

@@ -44,6 +44,7 @@ type Store interface {
 	Get(ctx context.Context, id int64) (*Detail, error)
 	Conflicts(ctx context.Context, id int64) ([]ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
+	Skip(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
 	CountReplayable(ctx context.Context, f Filter) (int, error)
 
@@ -52,6 +53,9 @@ type Store interface {
 	Pause(ctx context.Context, p Pause) (Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]Pause, error)
+
+	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
+	Minutes(ctx context.Context, since time.Time) ([]Minute, error)
 }
 
 // Status is the delivery state of an event row (docs/delivery.md, "States
@@ -79,8 +83,14 @@ func (s Status) replayable() bool { return s == StatusDead || s == StatusDone ||
 var (
 	// ErrNotFound: no event with that id.
 	ErrNotFound = errors.New("journal: not found")
+	// ErrNotSkippable: only a dead event that still holds its order key
+	// can be skipped.
+	ErrNotSkippable = errors.New("journal: only a dead event holding its order key can be skipped")
 	// ErrNotMigrated: the schema is missing or older than this binary.
 	ErrNotMigrated = errors.New("journal: schema not migrated")
+	// ErrSearchTooSlow: a listing ran past SearchTimeout (its filters
+	// could not be narrowed by an index on a large journal).
+	ErrSearchTooSlow = errors.New("search stopped after " + searchTimeoutText + ": narrow it with since/until, a type, a provider or a status")
 )
 
 // Event is one received webhook to append.
@@ -118,6 +128,14 @@ type Event struct {
 	// replayable, but never delivered by itself. It wins over LeaseFor.
 	// A duplicate or conflict is judged against the stored row as usual.
 	Ignored bool
+	// OrderKey, when not "", is the value found at the provider's order
+	// key (docs/delivery.md, "Per-key order"): the event is delivered only
+	// after every earlier event of its provider with the same OrderKey
+	// stops holding it. "" means unordered.
+	OrderKey string
+	// OrderBlock keeps the key held when the event goes dead, until it is
+	// replayed (and done) or skipped; otherwise a dead event releases it.
+	OrderBlock bool
 }
 
 // Outcome says what appending an event did.
@@ -173,4 +191,8 @@ type Result struct {
 	// ID is the journal row id of the event with this key (new or existing).
 	ID      int64
 	Outcome Outcome
+	// Behind: the event was Inserted with an order key that an earlier
+	// event still holds, so it was not claimed (Event.LeaseFor): it is
+	// pending, leased once its turn comes.
+	Behind bool
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // matchesBody reports whether body is JSON holding every match's value at
@@ -126,4 +127,148 @@ func TypeMatches(pattern, typ string) bool {
 		rest = rest[i+len(p):]
 	}
 	return true
+}
+
+// PointerText returns the text of the JSON value at pointer (RFC 6901) in
+// body: a string's text or a number as written. ok is false when body is
+// not JSON, or the value is missing, empty, null, a boolean, an object or
+// an array: such an event has no order key. Where an object repeats a
+// name, the last one counts (as when the body is decoded).
+//
+// It runs on every event of an ordered provider, so it walks the bytes to
+// the value instead of decoding the whole body (18 us and 96 allocations
+// for a 1 KB body decoded; about half that time and 2 allocations
+// walked, most of it json.Valid).
+func PointerText(body []byte, pointer string) (text string, ok bool) {
+	if pointer == "" || !strings.HasPrefix(pointer, "/") || !json.Valid(body) {
+		return "", false
+	}
+	i := skipSpace(body, 0)
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch body[i] {
+		case '{':
+			i, ok = memberValue(body, i, tok)
+		case '[':
+			i, ok = elementValue(body, i, tok)
+		default:
+			return "", false
+		}
+		if !ok {
+			return "", false
+		}
+	}
+	switch c := body[i]; {
+	case c == '"':
+		end := stringEnd(body, i)
+		raw := body[i+1 : end-1]
+		if plainString(raw) {
+			return string(raw), len(raw) > 0
+		}
+		var s string
+		if err := json.Unmarshal(body[i:end], &s); err != nil {
+			return "", false
+		}
+		return s, s != ""
+	case c == '-' || (c >= '0' && c <= '9'):
+		return string(body[i:valueEnd(body, i)]), true
+	}
+	return "", false
+}
+
+// The walkers below run over a body json.Valid accepted: they need not
+// check its syntax. i is always at the first byte of a value.
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reports whether a string's raw bytes are its text: no
+// escapes, and valid UTF-8 (decoding would replace invalid bytes).
+func plainString(raw []byte) bool {
+	return bytes.IndexByte(raw, '\\') < 0 && utf8.Valid(raw)
+}
+
+// stringEnd returns the index after the string starting at i (its quote).
+func stringEnd(b []byte, i int) int {
+	for i++; b[i] != '"'; i++ {
+		if b[i] == '\\' {
+			i++
+		}
+	}
+	return i + 1
+}
+
+// valueEnd returns the index after the value starting at i.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for ; ; i++ {
+			switch b[i] {
+			case '"':
+				i = stringEnd(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return i + 1
+				}
+			}
+		}
+	}
+	for i < len(b) && !strings.ContainsRune(" \t\n\r,}]", rune(b[i])) {
+		i++
+	}
+	return i
+}
+
+// memberValue returns where the value of the object member named name
+// starts (the last one, when the name repeats), for the object at i.
+func memberValue(b []byte, i int, name string) (int, bool) {
+	at, found := 0, false
+	i = skipSpace(b, i+1)
+	for b[i] != '}' {
+		end := stringEnd(b, i)
+		key := b[i+1 : end-1]
+		match := string(key) == name
+		if !match && !plainString(key) {
+			var s string
+			match = json.Unmarshal(b[i:end], &s) == nil && s == name
+		}
+		i = skipSpace(b, skipSpace(b, end)+1) // past the colon
+		if match {
+			at, found = i, true
+		}
+		i = skipSpace(b, valueEnd(b, i))
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return at, found
+}
+
+// elementValue returns where element tok (a decimal index without
+// leading zeros) of the array at i starts.
+func elementValue(b []byte, i int, tok string) (int, bool) {
+	n, err := strconv.Atoi(tok)
+	if err != nil || n < 0 || (len(tok) > 1 && tok[0] == '0') || tok[0] == '+' {
+		return 0, false
+	}
+	i = skipSpace(b, i+1)
+	for k := 0; b[i] != ']'; k++ {
+		if k == n {
+			return i, true
+		}
+		i = skipSpace(b, valueEnd(b, i))
+		if b[i] == ',' {
+			i = skipSpace(b, i+1)
+		}
+	}
+	return 0, false
 }

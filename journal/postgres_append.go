@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -32,14 +33,20 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	headers, bodies := make([][]byte, n), make([][]byte, n)
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
-	guards := make([]string, n)
+	guards, orderKeys, orderBlock := make([]string, n), make([]string, n), make([]bool, n)
 	ignored := make([]bool, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
 		ignored[i] = e.ev.Ignored
-		claimsOnly = claimsOnly && (e.ev.LeaseFor > 0 || e.ev.Ignored)
+		if !e.ev.Ignored {
+			// An ignored event takes no place in its key's line: it is
+			// never delivered unless replayed, so it must not hold a key.
+			orderKeys[i], orderBlock[i] = e.ev.OrderKey, e.ev.OrderBlock
+		}
+		// An ordered event may end up pending behind its key's holder.
+		claimsOnly = claimsOnly && (e.ev.LeaseFor > 0 && orderKeys[i] == "" || e.ev.Ignored)
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
 		h, err := marshalHeaders(e.ev.Headers)
@@ -65,32 +72,52 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	// every key that was not new. Under load the CPU is shared with
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
-	rows, err := p.ingest.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, ignored)
+	var q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	} = p.ingest
+	tx, err := p.lockOrderKeys(ctx, providers, orderKeys)
+	if err != nil {
+		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+	if tx != nil {
+		q = tx
+		defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
+	}
+	rows, err := q.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
 	defer rows.Close()
 	refs := make([]existingRow, n)
-	isNew := make([]bool, n)
+	isNew, behind := make([]bool, n), make([]bool, n)
 	var (
 		ord          int64
 		newID, oldID *int64
 		oldHash      *string
+		waits        bool
 	)
 	inserted := 0 // new rows
-	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits}, func() error {
 		i := ord - 1
 		switch {
 		case newID != nil:
 			inserted++
+			behind[i] = waits
 			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
 		case oldID != nil:
 			refs[i] = existingRow{id: *oldID, hash: *oldHash}
 		}
 		return nil
 	})
+	if err == nil && tx != nil {
+		err = tx.Commit(ctx)
+	}
 	if err != nil {
+		if tx != nil {
+			// Before any retry: its order-key locks would stop the retry.
+			_ = tx.Rollback(context.WithoutCancel(ctx))
+		}
 		if isDataError(err) {
 			// The database refused a value (a data exception is about the
 			// request, not the database): retrying cannot help. Alone, the
@@ -163,6 +190,9 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 			continue
 		}
 		e.judge(results, events, refs[i], isNew[i])
+		if isNew[i] && behind[i] {
+			results[e.indexes[0]].Behind = true
+		}
 	}
 	// Record every conflicting payload for inspection (rare). The batch
 	// is already committed: a copy that cannot be recorded is answered as
@@ -227,29 +257,84 @@ func (p *Postgres) appendOneByOne(ctx context.Context, events []Event) ([]Result
 	return out, nil
 }
 
-// sqlAppend inserts a batch (keys sorted, in-batch duplicates folded) and
+// lockOrderKeys, for a batch with ordered events, begins the append's
+// transaction and takes a lock per order key (released at its commit), in
+// one sorted order. The append decides whether an ordered event may be
+// claimed from the rows of its key it can see; two appends of one key
+// committing at the same time (two commits in flight, or two replicas)
+// would not see each other and both claim, delivering two events of the
+// key at once. With the lock the second waits for the first's commit and
+// then, in a new statement (a new snapshot), sees its row. Batches without
+// ordered events take no lock and keep their single implicit transaction.
+func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []string) (pgx.Tx, error) {
+	var keys []string
+	for i, k := range orderKeys {
+		if k != "" {
+			keys = append(keys, providers[i]+"\x1f"+k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	tx, err := p.ingest.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	// unnest yields the sorted array in order, so the locks are taken in
+	// that order whatever the batch (no two batches wait on each other).
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(k, 0)) FROM unnest($1::text[]) AS k`, keys); err != nil {
+		_ = tx.Rollback(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("lock order keys: %w", err)
+	}
+	return tx, nil
+}
+
+// sqlAppend inserts a batch (keys sorted, in-batch duplicates folded; an
+// ordered event's key is $15, with its dead policy $16) and
 // its payloads in one statement (a claimed event, $12 > 0, already leased
 // under its token $13; a body-guarded one with its guard $14, so either
 // unique index can refuse the row: ON CONFLICT has no target; an
-// ignored one, $15, as status ignored and never leased), NOTIFYs when $11 is set and something was new,
+// ignored one, $17, as status ignored and never leased), NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
-                         $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[], $15::bool[])
+    SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked
+    FROM (
+    SELECT b.*,
+           -- ahead: how many events are before an ordered one in its key's
+           -- line (counted up to 2): rows of its provider and key that
+           -- hold the key (every such row is earlier), and earlier events
+           -- of this batch with its key. It is claimed ($12 > 0) only when
+           -- none is; otherwise it goes in pending, behind them, and
+           -- parked (pgParked) when it is not even next.
+           CASE WHEN b.order_key = '' THEN 0 ELSE
+                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) - 1
+                + (SELECT count(*) FROM (SELECT 1 FROM whguard_events h
+                                         WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key
+                                         LIMIT 2) held)
+           END AS ahead
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+                $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
+                $15::text[], $16::bool[], $17::bool[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, ignored, ord)
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, ord)
+    ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
-                                status, attempts, lease_token, lease_expires_at, body_guard)
-    SELECT provider, event_id, event_type, content_hash, received_at, now(),
-           CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 THEN 'processing' ELSE 'pending' END,
-           CASE WHEN lease_secs > 0 AND NOT ignored THEN 1 ELSE 0 END,
-           CASE WHEN lease_secs > 0 AND NOT ignored THEN lease_token END,
-           CASE WHEN lease_secs > 0 AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
-           NULLIF(guard, '')
+                                status, attempts, lease_token, lease_expires_at, body_guard,
+                                order_key, order_block, order_holds)
+    SELECT provider, event_id, event_type, content_hash, received_at,
+           CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
+           CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN 1 ELSE 0 END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN lease_token END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
+           NULLIF(guard, ''),
+           NULLIF(order_key, ''), order_block, order_key <> ''
     FROM input ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id, provider, event_id
@@ -260,7 +345,7 @@ WITH input AS (
 ), note AS (
     SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
 )
-SELECT input.ord, ins.id, ev.id, ev.content_hash
+SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind
 FROM input
 LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
 LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id

@@ -26,7 +26,7 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		token   pgtype.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
-		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
+		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &d.OrderKey, &headers, &d.Body, &d.Path, &d.RawQuery}, func() error {
 		c := d
 		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
@@ -97,19 +97,54 @@ func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
 
 // ReapExpired returns rows whose lease has expired to retry (due now), or to
 // dead when their budget of maxAttempts is spent. The attempt stays counted:
-// the delivery may have reached the backend before the worker died.
+// the delivery may have reached the backend before the worker died. It
+// also makes due every ordered row parked at the head of its key's line
+// (see sqlUnparkHeads).
 func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
 	tag, err := p.queue.Exec(ctx, sqlReap, maxAttempts)
 	if err != nil {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
+	if _, err := p.queue.Exec(ctx, sqlUnparkHeads); err != nil {
+		return 0, fmt.Errorf("unpark heads of order keys: %w", err)
+	}
 	return int(tag.RowsAffected()), nil
 }
+
+// Ordered rows appended behind their key's holder are parked: due at
+// pgParked, past the end of the ready index, so no lease walks them. The
+// statement that releases a key (an outcome, a skip) makes the next row of
+// the key due (nextInLine). A row appended while its holder was being
+// released can miss that (each statement saw the other uncommitted): the
+// reaper's pass (sqlUnparkHeads) makes due every parked row that is first
+// in its key's line, within seconds.
+const (
+	pgParked   = `'3000-01-01 00:00:00+00'::timestamptz`
+	nextInLine = `(SELECT min(h.id) FROM whguard_events h
+                   WHERE h.order_holds AND h.provider = u.provider AND h.order_key = u.order_key AND h.id > u.id)`
+)
+
+// sqlUnparkHeads walks the order index once (the first holder of each
+// key) and makes due the heads that are parked.
+const sqlUnparkHeads = `
+UPDATE whguard_events SET next_attempt_at = now()
+WHERE id IN (SELECT id FROM (SELECT DISTINCT ON (provider, order_key) id, next_attempt_at
+                             FROM whguard_events WHERE order_holds ORDER BY provider, order_key, id) heads
+             WHERE heads.next_attempt_at = ` + pgParked + `)`
 
 // sqlLease claims the oldest due rows. The claimed ids are fed to the
 // UPDATE as an array ("id = ANY"), so whatever the planner believes about
 // the table's size the update goes by primary key: as a join on a CTE, a
-// plan built for a few hundred rows hash-joined the whole table.
+// plan built for a few hundred rows hash-joined the whole table. A row with an order key is taken
+// only while no other row of its provider and key holds the key before it
+// or is being delivered (docs/delivery.md, "Per-key order"). The check
+// reads rows, it does not lock them: a row another replica has locked (and
+// SKIP LOCKED passes over) is still seen here, holding its key, so the
+// rows behind it stay where they are. "order_key IS NULL OR" keeps
+// unordered rows to the plan they had: the ready index, no sub-query. The
+// earlier-holder probe comes first and stops at the first index entry,
+// so a waiting row costs one probe; only the first in line of a key also
+// looks for a later row of its key being delivered (after a replay).
 const sqlLease = `
 WITH leased AS (
     UPDATE whguard_events ev
@@ -120,13 +155,19 @@ WITH leased AS (
         lease_expires_at = now() + make_interval(secs => $2),
         updated_at = now()
     WHERE ev.id = ANY (ARRAY(
-        SELECT id FROM whguard_events
+        SELECT id FROM whguard_events e
         WHERE status IN ('pending', 'retry') AND next_attempt_at <= now()
+          AND (e.order_key IS NULL OR (
+              NOT EXISTS (SELECT 1 FROM whguard_events b
+                          WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key AND b.id < e.id)
+              AND NOT EXISTS (SELECT 1 FROM whguard_events b
+                          WHERE b.order_holds AND b.provider = e.provider AND b.order_key = e.order_key AND b.id > e.id
+                            AND b.status = 'processing')))
         ORDER BY next_attempt_at, id
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
     RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
-              ev.lease_token, ev.lease_expires_at, ev.received_at
+              ev.lease_token, ev.lease_expires_at, ev.received_at, coalesce(ev.order_key, '')
 )
 SELECT l.*, p.headers, p.body, p.path, p.raw_query
 FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
@@ -150,10 +191,17 @@ WITH f AS (
         hold_reason = '',
         lease_token = NULL,
         lease_expires_at = NULL,
+        -- done releases the key; dead releases it unless the row blocks.
+        order_holds = ev.order_holds AND (f.status = 'retry' OR (f.status = 'dead' AND ev.order_block)),
         updated_at = now()
     FROM f
     WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
-    RETURNING ev.id
+    RETURNING ev.id, ev.provider, ev.order_key, ev.order_holds
+), unpark AS (
+    -- A row that released its key makes the next in line due.
+    UPDATE whguard_events w SET next_attempt_at = now()
+    WHERE w.id IN (SELECT ` + nextInLine + ` FROM upd u WHERE u.order_key IS NOT NULL AND NOT u.order_holds)
+      AND w.next_attempt_at = ` + pgParked + `
 ), att AS (
     INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
     SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
@@ -179,6 +227,7 @@ SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END
     last_error = 'lease expired: the worker stopped or overran its lease',
     hold_reason = '',
     next_attempt_at = now(),
+    order_holds = order_holds AND (attempts - budget_base < $1 OR order_block),
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()

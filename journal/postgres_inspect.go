@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -24,7 +25,37 @@ func likePatterns(types []string) []string {
 	return out
 }
 
+// narrowWindow is the longest since/until window whose rows' id range is
+// looked up first (windowIDs).
+const narrowWindow = 48 * time.Hour
+
+// windowIDs returns the smallest and largest id received within a closed
+// window of at most narrowWindow, through the BRIN index on received_at
+// (ok false when none was). Rows are appended in received order, so the
+// listing can then walk just that id range: without it, a window far in
+// the past makes the newest-first walk cross every newer row first (the
+// planner expects matches to be spread evenly and picks that walk). The
+// "+ 0" keeps the planner from answering min and max by walking the
+// primary key from either end, the very walk this avoids.
+func (p *Postgres) windowIDs(ctx context.Context, f Filter) (lo, hi int64, ok bool, err error) {
+	var min, max *int64
+	err = p.pool.QueryRow(ctx, `
+SELECT min(id + 0), max(id + 0) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`, f.Since, f.Until).Scan(&min, &max)
+	if err != nil || min == nil {
+		return 0, 0, false, err
+	}
+	return *min, *max, true, nil
+}
+
 func (p *Postgres) listPage(ctx context.Context, f Filter, n int) ([]Summary, error) {
+	lo, hi := int64(0), int64(math.MaxInt64)
+	if !f.Since.IsZero() && !f.Until.IsZero() && f.Until.Sub(f.Since) <= narrowWindow {
+		var found bool
+		var err error
+		if lo, hi, found, err = p.windowIDs(ctx, f); err != nil || !found {
+			return nil, err
+		}
+	}
 	// An exact event id with a provider (or the configured providers) is
 	// found through the unique key; the general pool plans each query for
 	// its own values, so the other filters cost nothing when unset.
@@ -37,8 +68,9 @@ WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 
   AND (coalesce(cardinality($9::text[]), 0) = 0 OR event_type LIKE ANY ($9::text[]))
   AND ($10::timestamptz IS NULL OR received_at < $10)
   AND (NOT $11 OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id))
+  AND id BETWEEN $12 AND $13
 ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n,
-		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload)
+		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload, lo, hi)
 	if err != nil {
 		return nil, err
 	}
@@ -100,12 +132,16 @@ func (p *Postgres) getEvent(ctx context.Context, id int64) (*Detail, storedPaylo
 	)
 	row := p.pool.QueryRow(ctx, `
 SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query,
-       (SELECT count(*) FROM whguard_conflicts c WHERE c.event_row_id = ev.id)
+       (SELECT count(*) FROM whguard_conflicts c WHERE c.event_row_id = ev.id),
+       ev.order_holds,
+       coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.order_holds AND b.provider = ev.provider
+                 AND b.order_key = ev.order_key AND b.id < ev.id), 0)
 FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &headers, &pl.body, &path, &query, &d.Conflicts)
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &d.OrderKey, &headers, &pl.body, &path, &query, &d.Conflicts,
+		&d.HoldsKey, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, pl, ErrNotFound
 	}
@@ -131,13 +167,13 @@ FROM whguard_attempts WHERE event_row_id = $1 ORDER BY number, id`, id)
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	rows, err = p.pool.Query(ctx, `
-SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = $1 ORDER BY id`, id)
+SELECT action, from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = $1 ORDER BY id`, id)
 	if err != nil {
 		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
 	d.Replays, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Replay, error) {
 		var rp Replay
-		err := r.Scan(&rp.FromStatus, &rp.Reason, &rp.ReplayedAt)
+		err := r.Scan(&rp.Action, &rp.FromStatus, &rp.Reason, &rp.ReplayedAt)
 		return rp, err
 	})
 	if err != nil {
@@ -246,22 +282,45 @@ FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY 
 	}); err != nil {
 		return s, fmt.Errorf("oldest undelivered: %w", err)
 	}
+	// Through the order index: only rows holding a key are in it.
+	rows, err = p.pool.Query(ctx, `SELECT provider, count(*) FROM whguard_events WHERE order_holds AND status = 'dead' GROUP BY provider`)
+	if err != nil {
+		return s, fmt.Errorf("count blocked keys: %w", err)
+	}
+	s.BlockedKeys = map[string]int{}
+	if _, err := pgx.ForEachRow(rows, []any{&provider, &n}, func() error { s.BlockedKeys[provider] = n; return nil }); err != nil {
+		return s, fmt.Errorf("count blocked keys: %w", err)
+	}
 	return s, nil
 }
 
-const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
-const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ev.hold_reason`
+const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, ` +
+	`CASE WHEN ` + waitingForOrder + ` THEN 'order' ELSE hold_reason END, coalesce(order_key, '')`
+const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ` +
+	`CASE WHEN ` + waitingForOrderEv + ` THEN 'order' ELSE ev.hold_reason END, coalesce(ev.order_key, '')`
+
+// waitingForOrder is true for a ready row whose order key an earlier row
+// still holds: it waits for its turn (held "order").
+const (
+	waitingForOrder = `order_key IS NOT NULL AND status IN ('pending', 'retry') AND EXISTS (
+    SELECT 1 FROM whguard_events b WHERE b.order_holds AND b.provider = whguard_events.provider
+    AND b.order_key = whguard_events.order_key AND b.id < whguard_events.id)`
+	waitingForOrderEv = `ev.order_key IS NOT NULL AND ev.status IN ('pending', 'retry') AND EXISTS (
+    SELECT 1 FROM whguard_events b WHERE b.order_holds AND b.provider = ev.provider
+    AND b.order_key = ev.order_key AND b.id < ev.id)`
+)
 
 func scanSummary(r pgx.CollectableRow) (Summary, error) {
 	var s Summary
-	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held)
+	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held, &s.OrderKey)
 	return s, err
 }
 
 const sqlReplay = `
 WITH moved AS (
     UPDATE whguard_events ev
-    SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now()
+    SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now(),
+        order_holds = ev.order_key IS NOT NULL -- its turn again: later events of its key wait for it
     -- The payload row is locked too: a retention cleanup deleting it
     -- concurrently either waits for this replay or, if it went first,
     -- makes this join find nothing (the event is then not replayable).
@@ -276,3 +335,30 @@ WITH moved AS (
     SELECT id, status, $2 FROM moved
 )
 SELECT count(*) FROM moved`
+
+// Skip releases the order key of a dead event that still holds it
+// (ORDER_ON_DEAD=block), so the events behind it go on; the event stays
+// dead. It is audited like a replay. ErrNotFound when there is no such
+// event, ErrNotSkippable when it is not dead or holds nothing.
+func (p *Postgres) Skip(ctx context.Context, id int64, reason string) error {
+	var skipped, found bool
+	err := p.pool.QueryRow(ctx, sqlSkip, id, reason).Scan(&skipped, &found)
+	if err != nil {
+		return fmt.Errorf("skip event %d: %w", id, err)
+	}
+	return skipRefusal(id, skipped, found)
+}
+
+const sqlSkip = `
+WITH skipped AS (
+    UPDATE whguard_events SET order_holds = false, updated_at = now()
+    WHERE id = $1 AND order_holds AND status = 'dead'
+    RETURNING id, provider, order_key
+), unpark AS (
+    UPDATE whguard_events w SET next_attempt_at = now()
+    WHERE w.id IN (SELECT ` + nextInLine + ` FROM skipped u) AND w.next_attempt_at = ` + pgParked + `
+), audit AS (
+    INSERT INTO whguard_replays (event_row_id, action, from_status, reason)
+    SELECT id, 'skip', 'dead', $2 FROM skipped
+)
+SELECT EXISTS (SELECT 1 FROM skipped), EXISTS (SELECT 1 FROM whguard_events WHERE id = $1)`

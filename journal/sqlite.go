@@ -398,4 +398,4 @@ func eachRow(rows *sql.Rows, fn func() error, dest ...any) error {
 // sqliteHot lists the write path's statements (sqlite_append.go,
 // sqlite_delivery.go), prepared once on the writer connection (see
 // SQLite.prepareHot).
-var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteLease, sqlitePayload, sqliteComplete, sqliteInsertAttempt, sqliteHold, sqliteReap}
+var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteKeyHeld, sqliteLease, sqlitePayload, sqliteComplete, sqliteUnparkNext, sqliteInsertAttempt, sqliteHold, sqliteReap, sqliteUnparkHeads}

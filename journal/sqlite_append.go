@@ -22,12 +22,28 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			if !e.ev.ReceivedAt.IsZero() {
 				received = e.ev.ReceivedAt.UnixNano()
 			}
-			// A claimed event goes in already leased (Event.LeaseFor).
+			// A claimed event goes in already leased (Event.LeaseFor),
+			// unless it is ordered and its key is held (by an earlier row,
+			// this batch's included: the writer's transaction sees them).
+			// ahead counts (up to 2) the rows before it in its key's line:
+			// behind when any, parked (see pgParked) when it is not even
+			// next.
+			ahead := 0
+			var orderKey any
+			// An ignored event takes no place in its key's line (it is never
+			// delivered unless replayed): it holds no key.
+			if e.ev.OrderKey != "" && !e.ev.Ignored {
+				orderKey = e.ev.OrderKey
+				if err := tx.QueryRowContext(ctx, sqliteKeyHeld, e.ev.Provider, e.ev.OrderKey).Scan(&ahead); err != nil {
+					return fmt.Errorf("look up the holders of an order key: %w", err)
+				}
+			}
+			behind := ahead >= 1
 			status, attempts, token, expires := StatusPending, 0, any(nil), any(nil)
 			switch {
 			case e.ev.Ignored:
 				status = StatusIgnored
-			case e.ev.LeaseFor > 0:
+			case e.ev.LeaseFor > 0 && !behind:
 				status, attempts = StatusProcessing, 1
 				token, expires = e.ev.LeaseToken[:], now+e.ev.LeaseFor.Nanoseconds()
 			}
@@ -36,8 +52,12 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 			if g := guardOf(e.ev); g != "" {
 				guard = g
 			}
-			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, now, received, now,
-				string(status), attempts, token, expires, guard).Scan(&id)
+			due := now
+			if ahead >= 2 {
+				due = sqliteParked // see pgParked
+			}
+			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
+				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
@@ -64,6 +84,9 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 				return fmt.Errorf("insert event: %w", err)
 			}
 			e.judge(results, events, ref, isNew)
+			if isNew && behind {
+				results[e.indexes[0]].Behind = true
+			}
 		}
 		for i := range events {
 			if !recordsCopy(results[i].Outcome) {
@@ -92,11 +115,13 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 const (
 	sqliteInsertEvent = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
-                            status, attempts, lease_token, lease_expires_at, body_guard)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            status, attempts, lease_token, lease_expires_at, body_guard,
+                            order_key, order_block, order_holds)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id`
 	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
 	sqliteExistingByKey   = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
 	sqliteExistingByGuard = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND body_guard = ?`
+	sqliteKeyHeld         = `SELECT count(*) FROM (SELECT 1 FROM whguard_events WHERE order_holds = 1 AND provider = ? AND order_key = ? LIMIT 2)`
 )

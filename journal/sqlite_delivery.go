@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"time"
 
@@ -35,7 +37,7 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 			c.LeaseExpiresAt, c.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
 			out = append(out, c)
 			return nil
-		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt); err != nil {
+		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt, &d.OrderKey); err != nil {
 			return fmt.Errorf("lease events: %w", err)
 		}
 		for i := range out {
@@ -69,13 +71,23 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 			if f.Status == StatusRetry {
 				next = sql.NullInt64{Int64: now.Add(f.RetryIn).UnixNano(), Valid: true}
 			}
-			res, err := tx.ExecContext(ctx, sqliteComplete,
-				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:])
+			var (
+				provider string
+				orderKey sql.NullString
+				holds    bool
+			)
+			err := tx.QueryRowContext(ctx, sqliteComplete,
+				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:]).Scan(&provider, &orderKey, &holds)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the lease was lost
+			}
 			if err != nil {
 				return fmt.Errorf("complete event %d: %w", f.ID, err)
 			}
-			if n, _ := res.RowsAffected(); n == 0 {
-				continue
+			if orderKey.Valid && !holds {
+				if _, err := tx.ExecContext(ctx, sqliteUnparkNext, now.UnixNano(), provider, orderKey.String, f.ID); err != nil {
+					return fmt.Errorf("make the next of event %d's key due: %w", f.ID, err)
+				}
 			}
 			done = append(done, f.ID)
 			a := f.Attempt
@@ -132,13 +144,21 @@ func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) 
 		}
 		c, _ := res.RowsAffected()
 		n = int(c)
-		return nil
+		_, err = tx.ExecContext(ctx, sqliteUnparkHeads, now)
+		return err
 	})
 	if err != nil {
 		return 0, fmt.Errorf("reap expired leases: %w", err)
 	}
 	return n, nil
 }
+
+// sqliteParked is the due time of a parked row (see pgParked), as stored
+// (unix nanoseconds: the largest time they hold, in 2262).
+const (
+	sqliteParked     int64 = math.MaxInt64
+	sqliteParkedText       = "9223372036854775807"
+)
 
 // The delivery path's statements, prepared once on the writer connection
 // (see SQLite.prepareHot).
@@ -148,16 +168,40 @@ UPDATE whguard_events
 SET status = 'processing', attempts = attempts + 1, lease_token = randomblob(16), hold_reason = '',
     lease_expires_at = ?, updated_at = ?
 WHERE id IN (
-    SELECT id FROM whguard_events
+    SELECT id FROM whguard_events e
     WHERE status IN ('pending', 'retry') AND next_attempt_at <= ?
+      AND (e.order_key IS NULL OR (
+          NOT EXISTS (SELECT 1 FROM whguard_events b
+                      WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key AND b.id < e.id)
+          AND NOT EXISTS (SELECT 1 FROM whguard_events b
+                      WHERE b.order_holds = 1 AND b.provider = e.provider AND b.order_key = e.order_key AND b.id > e.id
+                        AND b.status = 'processing')))
     ORDER BY next_attempt_at, id LIMIT ?)
-RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at`
+RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at,
+          coalesce(order_key, '')`
 	sqlitePayload  = `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`
 	sqliteComplete = `
 UPDATE whguard_events
-SET status = ?, next_attempt_at = coalesce(?, next_attempt_at), last_error = ?, hold_reason = '',
-    lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE id = ? AND lease_token = ? AND status = 'processing'`
+SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?3, hold_reason = '',
+    lease_token = NULL, lease_expires_at = NULL, updated_at = ?4,
+    order_holds = order_holds AND (?1 = 'retry' OR (?1 = 'dead' AND order_block))
+WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'
+RETURNING provider, order_key, order_holds`
+	// sqliteUnparkNext makes due the row next in line after a row that
+	// released its key, when it is parked (see pgParked).
+	sqliteUnparkNext = `
+UPDATE whguard_events SET next_attempt_at = ?1
+WHERE id = (SELECT min(h.id) FROM whguard_events h
+            WHERE h.order_holds = 1 AND h.provider = ?2 AND h.order_key = ?3 AND h.id > ?4)
+  AND next_attempt_at = ` + sqliteParkedText + `
+  AND status IN ('pending', 'retry')`
+	// sqliteUnparkHeads makes due every parked row first in its key's line
+	// (the reaper's pass, see sqlUnparkHeads).
+	sqliteUnparkHeads = `
+UPDATE whguard_events SET next_attempt_at = ?1
+WHERE id IN (SELECT min(id) FROM whguard_events WHERE order_holds = 1 GROUP BY provider, order_key)
+  AND next_attempt_at = ` + sqliteParkedText + `
+  AND status IN ('pending', 'retry')`
 	sqliteInsertAttempt = `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
@@ -171,8 +215,9 @@ WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	// the reaper has no index of its own (migration 0004).
 	sqliteReap = `
 UPDATE whguard_events
-SET status = CASE WHEN attempts - budget_base >= ? THEN 'dead' ELSE 'retry' END,
+SET status = CASE WHEN attempts - budget_base >= ?1 THEN 'dead' ELSE 'retry' END,
+    order_holds = order_holds AND (attempts - budget_base < ?1 OR order_block),
     last_error = 'lease expired: the worker stopped or overran its lease', hold_reason = '',
-    next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
+    next_attempt_at = ?2, lease_token = NULL, lease_expires_at = NULL, updated_at = ?3
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?4`
 )

@@ -10,14 +10,18 @@ import (
 	"time"
 )
 
-const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, hold_reason`
+const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error,
+  CASE WHEN order_key IS NOT NULL AND status IN ('pending', 'retry') AND EXISTS (
+      SELECT 1 FROM whguard_events b WHERE b.order_holds = 1 AND b.provider = whguard_events.provider
+      AND b.order_key = whguard_events.order_key AND b.id < whguard_events.id) THEN 'order' ELSE hold_reason END,
+  coalesce(order_key, '')`
 
 func scanSQLiteSummary(sc interface{ Scan(...any) error }) (Summary, error) {
 	var (
 		sm           Summary
 		recv, nextAt int64
 	)
-	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held)
+	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held, &sm.OrderKey)
 	sm.ReceivedAt, sm.NextAttemptAt = time.Unix(0, recv).UTC(), time.Unix(0, nextAt).UTC()
 	return sm, err
 }
@@ -166,6 +170,12 @@ func (s *SQLite) getEvent(ctx context.Context, id int64) (*Detail, storedPayload
 	if err := s.r.QueryRowContext(ctx, `SELECT count(*) FROM whguard_conflicts WHERE event_row_id = ?`, id).Scan(&d.Conflicts); err != nil {
 		return nil, pl, fmt.Errorf("count conflicts of event %d: %w", id, err)
 	}
+	if err := s.r.QueryRowContext(ctx, `
+SELECT ev.order_holds, coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.order_holds = 1 AND b.provider = ev.provider
+                                 AND b.order_key = ev.order_key AND b.id < ev.id), 0)
+FROM whguard_events ev WHERE ev.id = ?`, id).Scan(&d.HoldsKey, &d.WaitingFor); err != nil {
+		return nil, pl, fmt.Errorf("read order state of event %d: %w", id, err)
+	}
 	rows, err := s.r.QueryContext(ctx, `
 SELECT number, started_at, duration_ms, status_code, error, response_excerpt
 FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
@@ -183,7 +193,7 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
-	rows, err = s.r.QueryContext(ctx, `SELECT from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)
+	rows, err = s.r.QueryContext(ctx, `SELECT action, from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)
 	if err != nil {
 		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
@@ -195,7 +205,7 @@ FROM whguard_attempts WHERE event_row_id = ? ORDER BY number, id`, id)
 		rp.ReplayedAt = time.Unix(0, at).UTC()
 		d.Replays = append(d.Replays, rp)
 		return nil
-	}, &rp.FromStatus, &rp.Reason, &at); err != nil {
+	}, &rp.Action, &rp.FromStatus, &rp.Reason, &at); err != nil {
 		return nil, pl, fmt.Errorf("get replays of event %d: %w", id, err)
 	}
 	return &d, pl, nil
@@ -236,7 +246,8 @@ func (s *SQLite) replayEvent(ctx context.Context, id int64, reason string) (repl
 func (s *SQLite) replayOne(ctx context.Context, tx sqliteTx, id int64, from Status, reason string) error {
 	now := s.now().UnixNano()
 	if _, err := tx.ExecContext(ctx, `
-UPDATE whguard_events SET status = 'retry', next_attempt_at = ?, budget_base = attempts, updated_at = ?
+UPDATE whguard_events SET status = 'retry', next_attempt_at = ?, budget_base = attempts, updated_at = ?,
+    order_holds = order_key IS NOT NULL
 WHERE id = ?`, now, now, id); err != nil {
 		return err
 	}
@@ -322,5 +333,46 @@ WHERE status IN ('pending', 'retry', 'processing') GROUP BY provider`)
 	}, &provider, &n, &oldest); err != nil {
 		return st, fmt.Errorf("oldest undelivered: %w", err)
 	}
+	rows, err = s.r.QueryContext(ctx, `SELECT provider, count(*) FROM whguard_events WHERE order_holds = 1 AND status = 'dead' GROUP BY provider`)
+	if err != nil {
+		return st, fmt.Errorf("count blocked keys: %w", err)
+	}
+	st.BlockedKeys = map[string]int{}
+	if err := eachRow(rows, func() error { st.BlockedKeys[provider] = n; return nil }, &provider, &n); err != nil {
+		return st, fmt.Errorf("count blocked keys: %w", err)
+	}
 	return st, nil
+}
+
+// Skip releases the order key of a dead event that still holds it (see
+// Postgres.Skip).
+func (s *SQLite) Skip(ctx context.Context, id int64, reason string) error {
+	var skipped, found bool
+	err := s.write(ctx, func(tx sqliteTx) error {
+		now := s.now().UnixNano()
+		res, err := tx.ExecContext(ctx, `UPDATE whguard_events SET order_holds = 0, updated_at = ?
+WHERE id = ? AND order_holds = 1 AND status = 'dead'`, now, id)
+		if err != nil {
+			return err
+		}
+		n, _ := res.RowsAffected()
+		if skipped = n == 1; skipped {
+			found = true
+			var provider, key string
+			if err := tx.QueryRowContext(ctx, `SELECT provider, order_key FROM whguard_events WHERE id = ?`, id).Scan(&provider, &key); err != nil {
+				return err
+			}
+			if _, err := tx.ExecContext(ctx, sqliteUnparkNext, now, provider, key, id); err != nil {
+				return err
+			}
+			_, err := tx.ExecContext(ctx, `INSERT INTO whguard_replays (event_row_id, action, from_status, reason, replayed_at) VALUES (?, 'skip', 'dead', ?, ?)`,
+				id, reason, now)
+			return err
+		}
+		return tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM whguard_events WHERE id = ?)`, id).Scan(&found)
+	})
+	if err != nil {
+		return fmt.Errorf("skip event %d: %w", id, err)
+	}
+	return skipRefusal(id, skipped, found)
 }

@@ -58,6 +58,31 @@ var (
 // (0 when there is none): it reads one row more than the page to know
 // whether another page follows.
 func listEvents(ctx context.Context, d dialect, f Filter) ([]Summary, int64, error) {
+	return listBounded(ctx, d, f, SearchTimeout)
+}
+
+// listBounded is listEvents stopped after bound: the status, type and
+// time filters and an exact event id use an index, while a prefix or a
+// body search on a large journal may read many rows.
+func listBounded(ctx context.Context, d dialect, f Filter, bound time.Duration) (out []Summary, next int64, err error) {
+	sctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	defer func() {
+		if err != nil && sctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			out, next, err = nil, 0, ErrSearchTooSlow
+		}
+	}()
+	return listWithin(sctx, d, f)
+}
+
+// SearchTimeout bounds one listing or search (ErrSearchTooSlow past it);
+// searchTimeoutText writes it for the error.
+const (
+	SearchTimeout     = 5 * time.Second
+	searchTimeoutText = "5 s"
+)
+
+func listWithin(ctx context.Context, d dialect, f Filter) ([]Summary, int64, error) {
 	lim := f.limit()
 	if len(f.Match) > 0 {
 		return matchEvents(ctx, d, f, lim)

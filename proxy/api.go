@@ -20,6 +20,7 @@ type Inspector interface {
 	Get(ctx context.Context, id int64) (*journal.Detail, error)
 	Conflicts(ctx context.Context, id int64) ([]journal.ConflictCopy, error)
 	Replay(ctx context.Context, id int64, reason string) error
+	Skip(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
 	CountReplayable(ctx context.Context, f journal.Filter) (int, error)
 }
@@ -42,13 +43,15 @@ type APIConfig struct {
 	Providers []string
 	// Backends, when set, serves /api/backends (list, pause, resume).
 	Backends BackendControl
+	// Overview, when set, serves GET /api/overview.
+	Overview OverviewSource
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends}
+		control: cfg.Backends, overviewSrc: cfg.Overview}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -60,7 +63,9 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("GET /api/events/{id}", a.show)
 	mux.HandleFunc("GET /api/events/{id}/conflicts", a.conflicts)
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
+	mux.HandleFunc("POST /api/events/{id}/skip", a.skipOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
+	mux.HandleFunc("GET /api/overview", a.overview)
 	mux.HandleFunc("GET /api/backends", a.backends)
 	mux.HandleFunc("POST /api/backends/pause", a.pause)
 	mux.HandleFunc("POST /api/backends/resume", a.resume)
@@ -77,6 +82,8 @@ type api struct {
 	redact    redactor
 	providers []string
 	control   BackendControl
+	// overviewSrc serves GET /api/overview (overview.go).
+	overviewSrc OverviewSource
 }
 
 var validStatus = map[journal.Status]bool{
@@ -241,6 +248,34 @@ func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "replayed", "id": id})
 }
 
+// skipOne releases the order key a dead event holds (ORDER_ON_DEAD=block),
+// so the events of its key behind it go on; the event stays dead.
+func (a *api) skipOne(w http.ResponseWriter, r *http.Request) {
+	id, ok := a.resolve(w, r)
+	if !ok {
+		return
+	}
+	req, ok := readReplay(w, r)
+	if !ok {
+		return
+	}
+	err := a.store.Skip(r.Context(), id, req.Reason)
+	switch {
+	case errors.Is(err, journal.ErrNotFound):
+		apiError(w, http.StatusNotFound, "no such event")
+		return
+	case errors.Is(err, journal.ErrNotSkippable):
+		apiError(w, http.StatusConflict, "only a dead event that still holds its order key can be skipped")
+		return
+	case err != nil:
+		a.unavailable(w, err)
+		return
+	}
+	a.log.Info("event skipped: its order key is released", zap.Int64("id", id), zap.String("reason", req.Reason))
+	a.onReplay() // the events behind it are ready
+	writeJSON(w, http.StatusOK, map[string]any{"status": "skipped", "id": id})
+}
+
 func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	req, ok := readReplay(w, r)
 	if !ok {
@@ -351,6 +386,11 @@ func (a *api) found(w http.ResponseWriter, err error) bool {
 }
 
 func (a *api) unavailable(w http.ResponseWriter, err error) {
+	if errors.Is(err, journal.ErrSearchTooSlow) {
+		// Not the journal's fault: the search needs narrowing.
+		apiError(w, http.StatusUnprocessableEntity, err.Error())
+		return
+	}
 	a.log.Warn("admin API: journal error", zap.Error(err))
 	apiError(w, http.StatusServiceUnavailable, "journal unavailable")
 }

@@ -67,7 +67,7 @@ func newAPIFixture(t *testing.T, store string, n, dead int) *apiFixture {
 	}
 	admin := proxy.NewAdmin(proxy.AdminConfig{
 		Ready: f.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: f.j, OnReplay: func() { a.woken++ }}),
+		API: proxy.NewAPI(proxy.APIConfig{Store: f.j, OnReplay: func() { a.woken++ }, Overview: f.j}),
 	})
 	a.srv = httptest.NewServer(admin)
 	t.Cleanup(a.srv.Close)

@@ -80,6 +80,9 @@ type Route struct {
 	// id is not signed; WHGUARD_<NAME>_BODY_GUARD): it is acknowledged like
 	// a duplicate, recorded on the first event, and never forwarded.
 	BodyGuard bool
+	// Order says where the provider's events carry their order key; the
+	// zero value orders nothing.
+	Order OrderKey
 	// SyncTimeout, when positive, puts the route in sync mode
 	// (WHGUARD_<NAME>_MODE=sync, WHGUARD_<NAME>_SYNC_TIMEOUT): a new
 	// event's sender waits, counted from the request's arrival, for the
@@ -327,6 +330,8 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ReceivedAt:  start,
 		BodyGuard:   route.BodyGuard,
 		Ignored:     route.ignores(event.Type),
+		OrderKey:    route.Order.Value(r.Header, body),
+		OrderBlock:  route.Order.Block,
 	}
 	claimed := false
 	var claimedAt time.Time // the claim's lease counts from here, before the commit
@@ -370,12 +375,16 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var answer <-chan *journal.Reply
-		if claimed {
+		// An ordered event behind its key's holder was inserted pending,
+		// not claimed: its claim is given back (deferred) and it is leased
+		// in its turn (a sync sender gets the 202). The wake covers a
+		// holder that finished while this commit was under way.
+		if claimed && !results[0].Behind {
 			claimed = false
 			d := journal.Delivery{
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
 				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
-				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start,
+				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start, OrderKey: ev.OrderKey,
 				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
 			}
 			if sd, ok := in.dispatch.(SyncDispatcher); ok && route.SyncTimeout > 0 && event.Reply == nil {

@@ -184,14 +184,7 @@ func TestInspectorIgnoredInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
 	}))
 	defer srv.Close()
-	ctx, waitJS := newBrowser(t)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
-		chromedp.Click(chromedp.CSS("#loginForm button")),
-	); err != nil {
-		t.Fatalf("login: %v", err)
-	}
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
 	waitJS("three rows", `document.querySelectorAll("tr.row").length === 3`)
 	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(s => (s.value = "ignored", s.dispatchEvent(new Event("change")), true))(document.getElementById("status"))`)); err != nil {
 		t.Fatalf("choose status ignored: %v", err)
@@ -236,14 +229,7 @@ func TestInspectorBackendsInBrowser(t *testing.T) {
 		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c}),
 	}))
 	defer srv.Close()
-	ctx, waitJS := newBrowser(t)
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(srv.URL+"/"),
-		chromedp.SendKeys(chromedp.ID("token"), "browser-token"),
-		chromedp.Click(chromedp.CSS("#loginForm button")),
-	); err != nil {
-		t.Fatalf("login: %v", err)
-	}
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
 	row := `document.querySelector('tr.backend[data-backend="http://app:3000"]')`
 	waitJS("the backend row", `!!`+row+` && `+row+`.textContent.includes("20/s burst 20") && `+row+`.textContent.includes("open")`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`tr.backend button.toggle`))); err != nil {
@@ -319,6 +305,22 @@ func (emptyInspector) List(context.Context, journal.Filter) ([]journal.Summary, 
 	return nil, 0, nil
 }
 
+// openInspector opens the inspector at url in a new browser (a desktop
+// viewport) and logs in with token.
+func openInspector(t *testing.T, url, token string) (context.Context, func(what, expr string)) {
+	t.Helper()
+	ctx, waitJS := newBrowser(t)
+	if err := chromedp.Do(ctx,
+		chromedp.EmulateViewport(1280, 900),
+		chromedp.Navigate(url+"/"),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.CSS("#loginForm button")),
+	); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	return ctx, waitJS
+}
+
 // newBrowser starts a headless Chromium for one test (closed when it
 // ends) and returns its context and a function that waits for a
 // JavaScript condition in the page.
@@ -351,4 +353,74 @@ func newBrowser(t *testing.T) (context.Context, func(what, expr string)) {
 		}
 	}
 	return ctx, waitJS
+}
+
+// The inspector's overview in a real browser: the numbers from the
+// journal, the per-minute charts drawn as SVG by the page's own code, and
+// the backends' state. With WHGUARD_SCREENSHOT=file.png it also saves a
+// screenshot of the page (docs/inspector-overview.png is one).
+func TestInspectorOverviewInBrowser(t *testing.T) {
+	t.Parallel()
+	a := newAPIFixture(t, "postgres", 12, 2) // 10 pending, 2 dead
+	now := time.Now().UTC().Truncate(time.Minute)
+	var ms []journal.Minute
+	for i := range 60 {
+		m := journal.Minute{Minute: now.Add(-time.Duration(59-i) * time.Minute), Provider: "alpha"}
+		m.Delivered = int64(400 + 300*((i/7)%3))
+		if i > 45 {
+			m.Failed = int64(20 * (i - 45)) // a backend starting to fail
+		}
+		for k := range m.Delivered {
+			m.ObserveLatency(time.Duration(20+int(k)%40+i) * time.Millisecond)
+		}
+		ms = append(ms, m)
+	}
+	if err := a.j.RecordMinutes(context.Background(), "r1", ms); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: proxy.NewAPI(proxy.APIConfig{Store: a.j, Overview: a.j, Backends: &stateControl{}}),
+	}))
+	defer srv.Close()
+	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
+	numOf := func(label string) string {
+		return `(document.querySelector('[data-num="` + label + `"] b')||{}).textContent`
+	}
+	waitJS("the counts", numOf("dead")+` === "2" && `+numOf("pending")+` === "10"`)
+	waitJS("the breaker", numOf("breakers open")+` === "1"`)
+	waitJS("the totals", numOf("delivered (1h)")+` === "`+fmt.Sprint(sum(ms, func(m journal.Minute) int64 { return m.Delivered }))+`"`)
+	// One point per minute: 60 in the delivered line, and the failures
+	// only where there were some (the line still spans the window).
+	waitJS("the delivered line", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 60`)
+	waitJS("the latency lines", `document.querySelector('#ovLatency path[data-series="p99"]').getAttribute("d").length > 100`)
+	if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("ovWindow"), "15m")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("ovWindow").dispatchEvent(new Event("change")), true`)); err != nil {
+		t.Fatal(err)
+	}
+	waitJS("a 15-minute window", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 15`)
+	if path := os.Getenv("WHGUARD_SCREENSHOT"); path != "" {
+		if err := chromedp.Do(ctx, chromedp.SetValue(chromedp.ID("ovWindow"), "1h")); err != nil {
+			t.Fatal(err)
+		}
+		chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("ovWindow").dispatchEvent(new Event("change")), true`))
+		waitJS("the hour back", `document.querySelector('#ovFlow path[data-series="delivered"]').getAttribute("d").split(/[ML]/).filter(s => s.trim()).length === 60`)
+		png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, png, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func sum(ms []journal.Minute, f func(journal.Minute) int64) int64 {
+	var n int64
+	for _, m := range ms {
+		n += f(m)
+	}
+	return n
 }

@@ -50,6 +50,8 @@ type JournalRun struct {
 	Rows       int     `json:"rows"`
 	Throughput Result  `json:"throughput"`
 	Backlog    Backlog `json:"backlog"`
+	// Search times the inspector's searches on the pre-loaded journal.
+	Search []SearchTime `json:"search,omitempty"`
 }
 
 // long runs the memory run and the pre-load comparison on whguard-pg.
@@ -154,6 +156,12 @@ func (h *harness) journalRun(ctx context.Context, rows int) (*JournalRun, float6
 		progress("  pre-loaded in %.0f s", secs)
 	}
 	jr := &JournalRun{Rows: rows}
+	if rows > 0 {
+		progress("long: searches on a journal of %d rows", rows)
+		if jr.Search, err = searchRun(ctx, dbURL, rows); err != nil {
+			return nil, 0, err
+		}
+	}
 	progress("long: throughput on a journal of %d rows", rows)
 	jr.Throughput = h.throughputOn(ctx, serverWhguardPG, dbURL, h.capacity(0))
 	progress("  %s", oneLine(jr.Throughput))
@@ -165,14 +173,19 @@ func (h *harness) journalRun(ctx context.Context, rows int) (*JournalRun, float6
 	return jr, secs, nil
 }
 
-// preloadSQL inserts delivered events $1..$2 with one shared payload. It
-// writes whguard's tables directly (schema of journal/migrations), as a
-// journal that has run for a long time would hold them.
+// preloadSQL inserts delivered events $1..$2 of $5 with one shared
+// payload, received one every half second up to now, of five types (plus a
+// rare one every 100 000). It writes whguard's tables directly (schema of
+// journal/migrations), as a journal that has run for a long time would
+// hold them.
 const preloadSQL = `WITH e AS (
 	INSERT INTO whguard_events (provider, event_id, event_type, content_hash, status, attempts,
 	                            next_attempt_at, received_at, updated_at)
-	SELECT 'bench', 'pre_' || g, 'order.created', 'sha256:' || md5(g::text) || md5((-g)::text), 'done', 1,
-	       now(), now(), now()
+	SELECT 'bench', 'pre_' || g,
+	       CASE WHEN g % 100000 = 0 THEN 'charge.refunded'
+	            ELSE (ARRAY['order.created', 'order.paid', 'invoice.created', 'invoice.paid', 'customer.updated'])[1 + g % 5] END,
+	       'sha256:' || md5(g::text) || md5((-g)::text), 'done', 1,
+	       now(), now() - make_interval(secs => ($5::bigint - g) * 0.5), now() - make_interval(secs => ($5::bigint - g) * 0.5)
 	FROM generate_series($1::bigint, $2::bigint) AS g
 	RETURNING id)
 INSERT INTO whguard_payloads (event_row_id, headers, body, path)
@@ -190,7 +203,7 @@ func preload(ctx context.Context, dbURL string, rows int) error {
 	headers := `{"Content-Type":["application/json"],"Webhook-Id":["pre"],"Webhook-Timestamp":["1767225600"]}`
 	for from := 1; from <= rows; from += preloadBatch {
 		to := min(from+preloadBatch-1, rows)
-		if _, err := conn.Exec(ctx, preloadSQL, from, to, headers, body); err != nil {
+		if _, err := conn.Exec(ctx, preloadSQL, from, to, headers, body, rows); err != nil {
 			return fmt.Errorf("pre-load rows %d–%d (has the journal schema changed?): %w", from, to, err)
 		}
 		if to%1_000_000 == 0 || to == rows {
@@ -236,6 +249,9 @@ func (l *Long) print(w io.Writer) {
 				jr.Throughput.Errors, under, jr.Backlog.PerSec)
 		}
 		tw.Flush()
+	}
+	if l.Preloaded != nil && len(l.Preloaded.Search) > 0 {
+		printSearch(w, l.Preloaded.Rows, l.Preloaded.Search)
 	}
 	if l.Failed != "" {
 		fmt.Fprintf(w, "FAILED: %s\n", l.Failed)

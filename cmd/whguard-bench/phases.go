@@ -273,3 +273,23 @@ func (h *harness) backlogLimited(ctx context.Context) Backlog {
 	b.Server = serverWhguardPGLimited
 	return b
 }
+
+// orderedKey is the order key of the ordered backlog run: the first
+// item's SKU, 10 000 values over the backlog's events (about five events
+// per key at the default 50 000), so keys both run in parallel and wait
+// for their own earlier events.
+const orderedKey = "/data/items/0/sku"
+
+// backlogOrdered is the backlog run of whguard-pg with per-key order on
+// orderedKey, labelled whguard-pg-ordered; compared with whguard-pg's own
+// (unordered) backlog run of the same events.
+func (h *harness) backlogOrdered(ctx context.Context) Backlog {
+	dbURL, drop, err := h.database(ctx, serverWhguardPG)
+	if err != nil {
+		return Backlog{Server: serverWhguardPGOrdered, Failed: err.Error()}
+	}
+	defer drop()
+	b := h.backlogOn(ctx, serverWhguardPG, dbURL, backlogSpec{events: h.opts.backlog}, "WHGUARD_BENCH_ORDER_KEY="+orderedKey)
+	b.Server = serverWhguardPGOrdered
+	return b
+}

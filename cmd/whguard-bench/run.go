@@ -97,6 +97,12 @@ func run(ctx context.Context, opts options) int {
 			progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
 			rep.Backlog = append(rep.Backlog, b)
 		}
+		if server == serverWhguardPG && ctx.Err() == nil {
+			progress("backlog: %s (ordered by %s, many keys), %d events", serverWhguardPGOrdered, orderedKey, opts.backlog)
+			b := h.backlogOrdered(ctx)
+			progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
+			rep.Backlog = append(rep.Backlog, b)
+		}
 		if server == serverWhguardPG && opts.slowBacklog > 0 && ctx.Err() == nil {
 			progress("backlog: %s, %d events, backend answering in %s", serverWhguardPGSlow, opts.slowBacklog, slowBackendLatency)
 			b := h.backlogSlow(ctx, serverWhguardPGSlow, slowBackendLatency)

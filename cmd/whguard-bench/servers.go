@@ -26,6 +26,9 @@ const (
 	// serverWhguardPGSlow is whguard-pg draining to a backend that takes
 	// slowBackendLatency per delivery: a backlog run only.
 	serverWhguardPGSlow = "whguard-pg-50ms"
+	// serverWhguardPGOrdered is whguard-pg with per-key order on many
+	// keys: a backlog run only, for the cost of ordering.
+	serverWhguardPGOrdered = "whguard-pg-ordered"
 )
 
 // slowBackendLatency is the answer time of the slow backend: a typical

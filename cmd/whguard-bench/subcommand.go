@@ -18,6 +18,9 @@ const (
 	cmdNullServer     = "__null-server"
 	cmdNaiveReceiver  = "__naive-receiver"
 	secretEnvVariable = "WHBENCH_SECRET"
+	// cmdSearch runs only the search measurement of the long runs:
+	// whguard-bench search [-rows N].
+	cmdSearch = "search"
 )
 
 // runSubcommand runs a hidden subcommand if args names one.
@@ -30,6 +33,8 @@ func runSubcommand(args []string) (status int, ok bool) {
 		return runNullServer(args[1:]), true
 	case cmdNaiveReceiver:
 		return runNaiveReceiver(args[1:]), true
+	case cmdSearch:
+		return runSearchOnly(args[1:]), true
 	}
 	return 0, false
 }

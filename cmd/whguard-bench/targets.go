@@ -110,6 +110,20 @@ func targets(rep *Report) []Target {
 	}
 	ts = append(ts, t)
 
+	t = Target{Name: "whguard-pg deliveries/s ordered on many keys / unordered", Goal: "≥ 0.7×", Status: statusNA}
+	var orderedRate float64
+	for _, b := range rep.Backlog {
+		if b.Server == serverWhguardPGOrdered && b.Failed == "" {
+			orderedRate = b.PerSec
+		}
+	}
+	if backlogRate > 0 && orderedRate > 0 {
+		x := orderedRate / backlogRate
+		t.Value = fmt.Sprintf("%.2f× (%.0f vs %.0f/s draining a backlog)", x, orderedRate, backlogRate)
+		t.Status = verdict(true, x >= 0.7)
+	}
+	ts = append(ts, t)
+
 	t = Target{Name: fmt.Sprintf("whguard-pg ack→backend p50 at %d req/s", rep.Settings.Rate), Goal: "< 10 ms", Status: statusNA}
 	if fr, ok := find(rep.FixedRate, serverWhguardPG); ok && fr.Deliveries != nil && fr.Deliveries.E2E.N > 0 {
 		t.Value = fmt.Sprintf("%.2f ms (p99 %.2f ms)", fr.Deliveries.E2E.P50, fr.Deliveries.E2E.P99)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -13,6 +14,7 @@ import (
 	"github.com/caarlos0/env/v11"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
@@ -61,6 +63,10 @@ func defaultConfig() config {
 		BreakerMinAttempts:  governor.DefaultBreakerMinAttempts,
 		BreakerFailureRatio: governor.DefaultBreakerFailureRatio,
 		BreakerCooldown:     governor.DefaultBreakerCooldown,
+
+		AlertFormat:     alert.FormatSlack,
+		AlertRepeat:     alert.DefaultRepeat,
+		AlertBacklogAge: alert.DefaultBacklogAge,
 	}
 }
 
@@ -116,6 +122,17 @@ type config struct {
 	// BreakerFailureRatio is the share of transient failures, 0 to 1.
 	BreakerFailureRatio float64       `env:"BREAKER_FAILURE_RATIO"`
 	BreakerCooldown     time.Duration `env:"BREAKER_COOLDOWN"`
+
+	// AlertURL, when set, receives alerts (internal/alert) in AlertFormat,
+	// signed with AlertSecret (a Standard Webhooks secret) when set.
+	AlertURL        string        `env:"ALERT_URL"`
+	AlertFormat     string        `env:"ALERT_FORMAT"`
+	AlertSecret     string        `env:"ALERT_SECRET"`
+	AlertRepeat     time.Duration `env:"ALERT_REPEAT"`
+	AlertBacklogAge time.Duration `env:"ALERT_BACKLOG_AGE"`
+
+	// alertSign signs JSON alerts (from AlertSecret), nil when unsigned.
+	alertSign func(h http.Header, body []byte, at time.Time)
 
 	// backendLimit is BackendRateLimit and BackendRateBurst, parsed.
 	backendLimit governor.Limit
@@ -340,6 +357,7 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		ps.addf("WHGUARD_FORWARD_CONCURRENCY", "must be from 1 to 1000, got %d", c.ForwardConcurrency)
 	}
 	c.validateProtection(ps)
+	c.validateAlerts(ps)
 	paths := map[string]string{}
 	for i := range c.providers {
 		p := &c.providers[i]
@@ -359,6 +377,41 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		}
 	}
 	return warnings
+}
+
+// validateAlerts checks the WHGUARD_ALERT_* settings.
+func (c *config) validateAlerts(ps *problems) {
+	switch c.AlertFormat {
+	case alert.FormatSlack, alert.FormatJSON:
+	default:
+		ps.addf("WHGUARD_ALERT_FORMAT", "%q is not slack or json", c.AlertFormat)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"WHGUARD_ALERT_REPEAT", c.AlertRepeat}, {"WHGUARD_ALERT_BACKLOG_AGE", c.AlertBacklogAge}} {
+		if d.v <= 0 && !ps.failed(d.name) {
+			ps.addf(d.name, "must be positive, got %s", d.v)
+		}
+	}
+	if c.AlertURL != "" {
+		if err := checkURL(c.AlertURL); err != nil {
+			ps.addf("WHGUARD_ALERT_URL", "%v", err)
+		}
+	}
+	if c.AlertSecret != "" {
+		if c.AlertFormat != alert.FormatJSON {
+			ps.addf("WHGUARD_ALERT_SECRET", "signs json alerts only; set WHGUARD_ALERT_FORMAT=json or unset the secret")
+			return
+		}
+		p, err := verify.NewProvider(verify.ProviderConfig{Name: "alerts", Scheme: verify.SchemeStandard, Secrets: []string{c.AlertSecret}})
+		if err != nil {
+			// The verify error names its field, never the secret's value.
+			ps.addf("WHGUARD_ALERT_SECRET", "not a Standard Webhooks secret (whsec_ followed by base64): %v", err)
+			return
+		}
+		c.alertSign = p.Resign
+	}
 }
 
 func checkURL(s string) error {

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -48,6 +49,9 @@ type providerEnv struct {
 	// SyncTimeout is nil when unset (defaultSyncTimeout), so that an
 	// explicit 0 is refused rather than taken as the default.
 	SyncTimeout *time.Duration `env:"SYNC_TIMEOUT"`
+	// OrderKey and OrderOnDead: per-key delivery order (proxy.OrderKey).
+	OrderKey    string `env:"ORDER_KEY"`
+	OrderOnDead string `env:"ORDER_ON_DEAD"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
@@ -75,6 +79,8 @@ type providerConfig struct {
 	bodyGuard bool
 	// limit is RateLimit and RateBurst, parsed.
 	limit governor.Limit
+	// order is OrderKey and OrderOnDead, parsed.
+	order proxy.OrderKey
 	// eventTypes is EventTypes, parsed (nil: no filter).
 	eventTypes []string
 	// syncTimeout is how long a sync-mode sender waits for the backend's
@@ -85,10 +91,12 @@ type providerConfig struct {
 // Sync mode bounds. Senders that read the answer give up within seconds
 // (Slack slash commands after 3 s, Twilio after 15 s by default): a wait
 // longer than maxSyncTimeout holds a request, a body buffer and a delivery
-// slot for no sender that is still listening.
+// slot for no sender that is still listening. 25 s also leaves the 202 of
+// a sender that waited in vain room before the ingress listener's 30 s
+// write deadline, which counts from the request's arrival too.
 const (
 	defaultSyncTimeout = 2 * time.Second
-	maxSyncTimeout     = 30 * time.Second
+	maxSyncTimeout     = 25 * time.Second
 )
 
 // validateMode checks MODE and SYNC_TIMEOUT and sets p.syncTimeout.
@@ -175,6 +183,7 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
 	p.eventTypes = p.parseEventTypes(ps)
 	warnings = append(warnings, p.validateMode(c.ForwardTimeout, ps)...)
+	p.order = p.validateOrder(ps)
 	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
 		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
 	}
@@ -258,6 +267,25 @@ func (p *providerConfig) parseEventTypes(ps *problems) []string {
 		out = append(out, pat)
 	}
 	return out
+}
+
+// validateOrder parses ORDER_KEY and ORDER_ON_DEAD.
+func (p *providerConfig) validateOrder(ps *problems) proxy.OrderKey {
+	k, err := proxy.ParseOrderKey(p.env.OrderKey)
+	if err != nil {
+		ps.addf(p.prefix+"ORDER_KEY", "%v", err)
+	}
+	switch p.env.OrderOnDead {
+	case "", "skip":
+	case "block":
+		k.Block = true
+	default:
+		ps.addf(p.prefix+"ORDER_ON_DEAD", "%q: expected skip (a dead event releases its key) or block (its key waits until it is replayed or skipped)", p.env.OrderOnDead)
+	}
+	if p.env.OrderOnDead != "" && !k.On() && err == nil {
+		ps.addf(p.prefix+"ORDER_ON_DEAD", "set without %sORDER_KEY: there is no key to hold", p.prefix)
+	}
+	return k
 }
 
 // validateResign returns whether the provider re-signs: RESIGN when set,

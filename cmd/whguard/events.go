@@ -49,6 +49,8 @@ const eventsUsage = `usage:
   whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
+  whguard events skip      ID [-provider P] -reason WHY   (a dead event releases its order key)
+  whguard events overview [-window 1h] [-minutes 10] [-json]
 
 FILTERS: -event-id ID[*]  -type invoice.*,customer.*  -since RFC3339  -until RFC3339
          -match /json/pointer=value (repeatable; searches the bodies of recent events)
@@ -68,6 +70,8 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		"show":      (*apiClient).show,
 		"conflicts": (*apiClient).conflicts,
 		"replay":    (*apiClient).replay,
+		"skip":      (*apiClient).skip,
+		"overview":  (*apiClient).overview,
 	})
 }
 
@@ -389,6 +393,39 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 	default:
 		return usageError("give either one event id or -all\n" + eventsUsage)
 	}
+	return nil
+}
+
+// skip releases the order key held by a dead event
+// (WHGUARD_<NAME>_ORDER_ON_DEAD=block), so the events behind it go on.
+func (c *apiClient) skip(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("events skip", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	reason := fs.String("reason", "", "why (audited; required)")
+	provider := fs.String("provider", "", "the provider whose event id ID is")
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error() + "\n" + eventsUsage)
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	if id == "" {
+		return usageError("skip takes one event id\n" + eventsUsage)
+	}
+	if *reason == "" {
+		return usageError("-reason is required: skips are audited")
+	}
+	var resp struct {
+		ID int64 `json:"id"`
+	}
+	if err := c.call(http.MethodPost, eventPath(id, *provider, "/skip"), map[string]string{"reason": *reason}, &resp); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "event %d skipped: it stays dead, and the events of its order key behind it go on\n", resp.ID)
 	return nil
 }
 

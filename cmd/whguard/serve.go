@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 )
@@ -86,7 +87,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
 		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
-			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout})
+			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout, Order: p.order})
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
 			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
 			zap.Duration("sync_timeout", p.syncTimeout))
@@ -100,7 +101,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		}
 		targets[p.name] = t
 	}
-	fwd, err := forwarder.New(forwarder.Config{
+	alerts, err := newAlerts(cfg, reg, log.Named("alerts"))
+	if err != nil {
+		return err
+	}
+	fwdCfg := forwarder.Config{
 		Governor:    gov,
 		Store:       j,
 		Targets:     targets,
@@ -117,7 +122,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Listen:           listen,
 		Metrics:          forwarder.NewMetrics(reg),
 		Logger:           log.Named("forwarder"),
-	})
+	}
+	if alerts != nil {
+		fwdCfg.Alerts = alerts
+	}
+	fwd, err := forwarder.New(fwdCfg)
 	if err != nil {
 		return err
 	}
@@ -154,7 +163,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}}),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -193,11 +202,23 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if listening != nil {
 		listening(bound[0], bound[1])
 	}
+	alertsStarted := make(chan struct{})
 	go func() {
+		defer close(alertsStarted)
 		select {
 		case <-migrated:
 			if err := fwd.Start(ctx); err != nil {
 				log.Warn("forwarder not started", zap.Error(err))
+			}
+			// Alerts watch from the moment the journal is ready: they
+			// report what becomes unreachable, not a slow start-up (which
+			// /readyz and the logs show).
+			if alerts != nil {
+				probes := alert.Probes{Journal: j.Ready, Backends: fwd.Backends}
+				if p, ok := gov.(interface{ Ping(context.Context) error }); ok && cfg.RedisURL != "" {
+					probes.Redis = p.Ping
+				}
+				_ = alerts.Start(ctx, probes)
 			}
 		case <-ctx.Done():
 		}
@@ -221,6 +242,18 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if err := fwd.Stop(sctx); err != nil {
 		log.Warn("deliveries interrupted at the shutdown deadline; their leases were handed back", zap.Error(err))
 	}
+	<-alertsStarted
+	if alerts != nil {
+		// After the forwarder: the events that went dead while stopping
+		// are reported too.
+		// At most a few seconds: a receiver that is down must not use
+		// up the admin listener's share of the deadline.
+		actx, acancel := context.WithTimeout(sctx, 5*time.Second)
+		defer acancel()
+		if err := alerts.Stop(actx); err != nil {
+			log.Warn("alerts not all sent before the shutdown deadline", zap.Error(err))
+		}
+	}
 	for _, srv := range servers[2:] {
 		_ = srv.Shutdown(sctx)
 	}
@@ -229,6 +262,18 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	}
 	log.Info("stopped")
 	return serveErr
+}
+
+// newAlerts is the alert notifier when WHGUARD_ALERT_URL is set, else nil.
+func newAlerts(cfg *config, reg prometheus.Registerer, log *zap.Logger) (*alert.Notifier, error) {
+	if cfg.AlertURL == "" {
+		return nil, nil
+	}
+	return alert.New(alert.Config{
+		URL: cfg.AlertURL, Format: cfg.AlertFormat, Sign: cfg.alertSign,
+		Repeat: cfg.AlertRepeat, BacklogAge: cfg.AlertBacklogAge,
+		Metrics: alert.NewMetrics(reg), Logger: log,
+	})
 }
 
 // migrateUntilDone applies migrations, retrying every two seconds while the

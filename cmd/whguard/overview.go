@@ -1,0 +1,86 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+)
+
+// overview prints GET /api/overview: counts, the window's totals, its
+// last minutes, and the backends that need attention.
+func (c *apiClient) overview(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("events overview", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	window := fs.String("window", "1h", "the window, 1m to 24h")
+	minutes := fs.Int("minutes", 10, "how many of the last minutes to print")
+	asJSON := fs.Bool("json", false, "print the API's JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
+		return usageError("events overview takes -window, -minutes and -json\n" + eventsUsage)
+	}
+	var raw json.RawMessage
+	if err := c.call(http.MethodGet, "/api/overview?window="+url.QueryEscape(*window), nil, &raw); err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := fmt.Fprintf(w, "%s\n", raw)
+		return err
+	}
+	var o struct {
+		proxy.Overview
+		Backends *forwarder.Backends `json:"backends"`
+	}
+	if err := json.Unmarshal(raw, &o); err != nil {
+		return fmt.Errorf("read the admin API's answer: %w", err)
+	}
+	var counts []string
+	for _, st := range []string{"pending", "retry", "processing", "dead", "done", "ignored"} {
+		counts = append(counts, fmt.Sprintf("%s %d", st, o.Counts[journal.Status(st)]))
+	}
+	fmt.Fprintf(w, "events: %s; oldest undelivered %s\n", strings.Join(counts, ", "),
+		(time.Duration(o.OldestPendingAgeSeconds) * time.Second).String())
+	fmt.Fprintf(w, "last %s: %d delivered, %d failed attempts, %d dead; ack to delivery p50 %s, p99 %s\n",
+		o.Window, o.Totals.Delivered, o.Totals.Failed, o.Totals.Dead, msText(o.Totals.LatencyP50Ms), msText(o.Totals.LatencyP99Ms))
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "MINUTE (UTC)\tDELIVERED\tFAILED\tDEAD\tP50 MS\tP99 MS\t")
+	for _, m := range o.Minutes[max(0, len(o.Minutes)-*minutes):] {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%s\t\n", m.At.UTC().Format("15:04"), m.Delivered, m.Failed, m.Dead, msText(m.LatencyP50Ms), msText(m.LatencyP99Ms))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if o.Backends == nil {
+		return nil
+	}
+	for _, b := range o.Backends.Backends {
+		state := "breaker " + b.Breaker
+		if b.Paused != nil {
+			state += ", paused " + pausedText(*b.Paused)
+		}
+		fmt.Fprintf(w, "backend %s: %s, %d waiting", b.Backend, state, b.Waiting)
+		if b.Waiting > 0 {
+			fmt.Fprintf(w, " (oldest %s)", time.Duration(b.OldestAgeSeconds)*time.Second)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, p := range o.Backends.PausedProviders {
+		fmt.Fprintf(w, "provider %s paused %s\n", p.Name, pausedText(p))
+	}
+	return nil
+}
+
+func msText(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}

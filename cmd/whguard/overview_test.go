@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+)
+
+// TestEventsOverviewCommand: `whguard events overview` prints the counts,
+// the window's totals, the last minutes and the backends' state, from a
+// real journal through the admin API.
+func TestEventsOverviewCommand(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := testdb.OpenStore(t, "sqlite", true)
+	if _, err := j.Append(ctx, []journal.Event{{Provider: "stripe", EventID: "evt_1", ContentHash: "h", Body: []byte(`{}`), Path: "/", Headers: http.Header{}}}); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Minute)
+	m := journal.Minute{Minute: now, Provider: "stripe", Delivered: 7, Failed: 3, Dead: 1}
+	for range 7 {
+		m.ObserveLatency(40 * time.Millisecond)
+	}
+	if err := j.RecordMinutes(ctx, "r", []journal.Minute{m}); err != nil {
+		t.Fatal(err)
+	}
+	fwd, err := forwarder.New(forwarder.Config{Store: j, Targets: map[string]forwarder.Target{"stripe": {BackendURL: "http://app:3000"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fwd.Pause(ctx, journal.Pause{Kind: journal.PauseBackend, Name: "http://app:3000", Reason: "deploy"}); err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Overview: j}),
+	}))
+	defer srv.Close()
+	var out, errb bytes.Buffer
+	if code := run([]string{"events", "overview", "-window", "15m", "-minutes", "3"}, []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb); code != 0 {
+		t.Fatalf("overview: %d %s%s", code, out.String(), errb.String())
+	}
+	text := out.String()
+	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", "p50 ", now.Format("15:04"),
+		"backend http://app:3000: breaker off, paused since", "(deploy), 1 waiting"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("overview lacks %q:\n%s", want, text)
+		}
+	}
+	if lines := strings.Count(text, "\n"); lines != 2+1+3+1 {
+		t.Errorf("%d lines, want counts, totals, header, 3 minutes and one backend:\n%s", lines, text)
+	}
+	out.Reset()
+	if code := run([]string{"events", "overview", "-window", "2d"}, []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "window must be") {
+		t.Errorf("a bad window: %d %s", code, errb.String())
+	}
+}

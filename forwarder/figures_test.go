@@ -1,0 +1,91 @@
+package forwarder_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/journal"
+)
+
+type deadAlerts struct {
+	mu   sync.Mutex
+	dead []string
+}
+
+func (a *deadAlerts) Dead(provider, backend, eventID string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.dead = append(a.dead, provider+" "+eventID)
+}
+
+// TestFiguresAndDeadAlerts: deliveries, failed attempts and dead events
+// reach the journal's minute figures, and each dead event is told to the
+// alerts.
+func TestFiguresAndDeadAlerts(t *testing.T) { forEachStore(t, testFiguresAndDeadAlerts) }
+
+func testFiguresAndDeadAlerts(t *testing.T, store string) {
+	j := openJournal(t, store)
+	// The first request gets a 503 (a failed attempt, retried); the event
+	// "bad" a 400 (dead at once); the others a 200.
+	var first sync.Once
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		code := 400
+		if !strings.Contains(string(b), `"bad"`) {
+			code = 200
+			first.Do(func() { code = 503 })
+		}
+		w.WriteHeader(code)
+	}))
+	t.Cleanup(srv.Close)
+	alerts := &deadAlerts{}
+	ids := []int64{appendEvent(t, j, "a"), appendEvent(t, j, "b")}
+	dead := appendEvent(t, j, "bad")
+	startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.FiguresInterval = 50 * time.Millisecond
+		c.Alerts = alerts
+		c.Replica = "r1"
+	})
+	for _, id := range ids {
+		waitStatus(t, j, id, journal.StatusDone, 10*time.Second)
+	}
+	waitStatus(t, j, dead, journal.StatusDead, 10*time.Second)
+
+	var sum journal.Minute
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ms, err := j.Minutes(context.Background(), time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum = journal.Minute{}
+		for _, m := range ms {
+			if m.Provider != "acme" {
+				t.Fatalf("figures of provider %q", m.Provider)
+			}
+			sum.Add(m)
+		}
+		if sum.Delivered == 2 && sum.Dead == 1 && sum.Failed >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("minute figures %+v, want 2 delivered, 1 dead, at least 2 failed attempts (the 503 and the 400)", sum)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p99, ok := sum.Percentile(0.99); !ok || p99 <= 0 || p99 > time.Minute {
+		t.Errorf("ack-to-delivery p99 %v %v", p99, ok)
+	}
+	alerts.mu.Lock()
+	defer alerts.mu.Unlock()
+	if len(alerts.dead) != 1 || alerts.dead[0] != "acme bad" {
+		t.Errorf("dead alerts %v, want [acme bad]", alerts.dead)
+	}
+}

@@ -1,0 +1,187 @@
+package alert
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/whguard/whguard/forwarder"
+)
+
+// Probes are what the notifier watches. Nil fields are not watched.
+type Probes struct {
+	// Journal answers nil while the journal commits.
+	Journal func(ctx context.Context) error
+	// Redis answers nil while the shared limits' Redis answers (nil when
+	// none is configured).
+	Redis func(ctx context.Context) error
+	// Backends reads each backend's breaker, pause and backlog.
+	Backends func(ctx context.Context) (forwarder.Backends, error)
+}
+
+// Start runs the notifier until Stop: the sender, and the watcher that
+// runs the probes every CheckInterval and reports due dead-event groups
+// and repeats every second.
+func (n *Notifier) Start(ctx context.Context, p Probes) error {
+	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	n.done = make(chan struct{})
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		for {
+			select {
+			case m := <-n.queue:
+				n.send(ctx, m)
+				n.unsent.Add(-1)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(n.done)
+		defer func() { <-sent }()
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		var lastCheck time.Time
+		for {
+			if now := n.cfg.Now(); now.Sub(lastCheck) >= n.cfg.CheckInterval {
+				lastCheck = now
+				n.Check(ctx, p)
+			}
+			n.flushDead()
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return nil
+}
+
+// Stop reports the dead events gathered so far, sends what is waiting
+// until ctx ends, then stops.
+func (n *Notifier) Stop(ctx context.Context) error {
+	if n.cancel == nil {
+		return nil
+	}
+	n.reportDead(true)
+	for n.unsent.Load() > 0 && ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	n.cancel()
+	select {
+	case <-n.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop alerts: %w", ctx.Err())
+	}
+}
+
+// Check runs the probes once and sets the conditions they show.
+func (n *Notifier) Check(ctx context.Context, p Probes) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	journalUp := true
+	if p.Journal != nil {
+		err := p.Journal(ctx)
+		journalUp = err == nil
+		n.Set("journal", err != nil,
+			Message{Type: TypeJournalUnreachable, Severity: SeverityCritical,
+				Summary: "The journal is unreachable: webhooks are answered 503 (senders retry) and deliveries wait."},
+			Message{Type: TypeJournalRecovered, Summary: "The journal answers again: webhooks are accepted and deliveries resume."})
+	}
+	if p.Redis != nil {
+		err := p.Redis(ctx)
+		n.Set("redis", err != nil,
+			Message{Type: TypeRedisUnreachable, Severity: SeverityWarning,
+				Summary: "Redis is unreachable: webhooks are still acknowledged, deliveries to rate-limited backends wait."},
+			Message{Type: TypeRedisRecovered, Summary: "Redis answers again: limited deliveries resume."})
+	}
+	if p.Backends == nil || !journalUp {
+		return // unknown: keep the backend conditions as they were
+	}
+	bs, err := p.Backends(ctx)
+	if err != nil {
+		n.log.Debug("alert check: backends unknown this time")
+		return
+	}
+	seen := map[string]bool{}
+	// Their recoveries are written by recoveryOf when they clear.
+	set := func(key string, m Message) {
+		seen[key] = true
+		n.Set(key, true, m, Message{})
+	}
+	for _, b := range bs.Backends {
+		if b.Breaker == "open" || b.Breaker == "half-open" {
+			set("breaker "+b.Backend,
+				Message{Type: TypeBreakerOpen, Severity: SeverityCritical, Backend: b.Backend,
+					Summary: fmt.Sprintf("Circuit breaker open for %s: deliveries to it wait (%d waiting).", b.Backend, b.Waiting)})
+		}
+		if b.Paused != nil {
+			set("pause backend "+b.Backend,
+				Message{Type: TypePaused, Severity: SeverityInfo, Backend: b.Backend,
+					Summary: fmt.Sprintf("Backend %s is paused (%s): deliveries to it wait.", b.Backend, reasonOr(b.Paused.Reason))})
+		}
+		if age := time.Duration(b.OldestAgeSeconds * float64(time.Second)); age > n.cfg.BacklogAge {
+			set("backlog "+b.Backend,
+				Message{Type: TypeBacklog, Severity: SeverityWarning, Backend: b.Backend,
+					Summary: fmt.Sprintf("Backlog for %s: the oldest undelivered event is %s old (threshold %s), %d waiting.",
+						b.Backend, age.Round(time.Second), n.cfg.BacklogAge, b.Waiting)})
+		}
+	}
+	for _, p := range bs.PausedProviders {
+		set("pause provider "+p.Name,
+			Message{Type: TypePaused, Severity: SeverityInfo, Provider: p.Name,
+				Summary: fmt.Sprintf("Provider %s is paused (%s): its deliveries wait.", p.Name, reasonOr(p.Reason))})
+	}
+	// What held before and was not seen now has cleared.
+	for _, key := range n.Active() {
+		if key == "journal" || key == "redis" || seen[key] {
+			continue
+		}
+		n.clear(key)
+	}
+}
+
+// clear ends the condition of key with the recovery message kept for it.
+func (n *Notifier) clear(key string) {
+	n.mu.Lock()
+	c := n.conds[key]
+	n.mu.Unlock()
+	if c == nil {
+		return
+	}
+	n.Set(key, false, Message{}, recoveryOf(c.msg))
+}
+
+// recoveryOf is the recovery message of a condition's message.
+func recoveryOf(m Message) Message {
+	r := Message{Provider: m.Provider, Backend: m.Backend}
+	who := m.Backend
+	if who == "" {
+		who = m.Provider
+	}
+	switch m.Type {
+	case TypeBreakerOpen:
+		r.Type, r.Summary = TypeBreakerClosed, fmt.Sprintf("Circuit breaker closed for %s: deliveries resume.", who)
+	case TypePaused:
+		r.Type, r.Summary = TypeResumed, fmt.Sprintf("%s resumed.", who)
+	case TypeBacklog:
+		r.Type, r.Summary = TypeBacklogCleared, fmt.Sprintf("Backlog for %s is back under the threshold.", who)
+	default:
+		r.Type, r.Summary = m.Type+"_cleared", "Cleared: "+m.Summary
+	}
+	return r
+}
+
+func reasonOr(r string) string {
+	if r == "" {
+		return "no reason given"
+	}
+	return r
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// OrderKey says where a provider's events carry the key that orders them
+// (WHGUARD_<NAME>_ORDER_KEY): events with the same key value are
+// delivered one at a time, in the order received (docs/delivery.md,
+// "Per-key order"). The zero value orders nothing.
+type OrderKey struct {
+	// Pointer is a JSON Pointer (RFC 6901) into the body, e.g.
+	// /data/object/id; used when Header is "".
+	Pointer string
+	// Header names a request header holding the key instead.
+	Header string
+	// Block keeps a dead event's key held until it is replayed or skipped
+	// (ORDER_ON_DEAD=block); otherwise a dead event releases it.
+	Block bool
+}
+
+// ParseOrderKey reads an ORDER_KEY value: "" (no order), a JSON Pointer
+// starting with "/", or "header:<Name>".
+func ParseOrderKey(s string) (OrderKey, error) {
+	switch {
+	case s == "":
+		return OrderKey{}, nil
+	case strings.HasPrefix(s, "/"):
+		for i := 0; i < len(s); i++ {
+			// "~" escapes only "~0" (~) and "~1" (/).
+			if s[i] == '~' && (i+1 == len(s) || (s[i+1] != '0' && s[i+1] != '1')) {
+				return OrderKey{}, fmt.Errorf("%q is not a JSON Pointer: ~ must be followed by 0 or 1", s)
+			}
+		}
+		return OrderKey{Pointer: s}, nil
+	case strings.HasPrefix(strings.ToLower(s), "header:"):
+		name := s[len("header:"):]
+		if !validHeaderName(name) {
+			return OrderKey{}, fmt.Errorf("%q: header:<Name> needs a header name (letters, digits and !#$%%&'*+-.^_`|~)", s)
+		}
+		return OrderKey{Header: http.CanonicalHeaderKey(name)}, nil
+	}
+	return OrderKey{}, errors.New("expected a JSON Pointer into the body (e.g. /data/object/id) or header:<Name>")
+}
+
+// On reports whether the provider orders its events.
+func (k OrderKey) On() bool { return k.Pointer != "" || k.Header != "" }
+
+// maxOrderKey bounds a key as stored (it is indexed); a longer value is
+// stored as its digest, which orders the same events.
+const maxOrderKey = 200
+
+// Value returns the event's order key: "" when the provider orders
+// nothing or the event does not carry the key (it is then unordered).
+func (k OrderKey) Value(h http.Header, body []byte) string {
+	var v string
+	switch {
+	case k.Header != "":
+		v = strings.TrimSpace(h.Get(k.Header))
+	case k.Pointer != "":
+		v, _ = journal.PointerText(body, k.Pointer)
+	}
+	if len(v) > maxOrderKey {
+		sum := sha256.Sum256([]byte(v))
+		v = "sha256:" + hex.EncodeToString(sum[:])
+	}
+	return v
+}
+
+func validHeaderName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range []byte(s) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
