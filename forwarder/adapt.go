@@ -86,9 +86,13 @@ func (l *inFlightLimit) observe(now time.Time, took time.Duration, failed bool, 
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.n++
-	l.latency += took
 	if failed {
 		l.errs++
+	} else {
+		// Only answers count for latency: a refused connection fails in
+		// microseconds, and as the lowest latency seen it would make the
+		// backend's real latency look like a queue once it is back.
+		l.latency += took
 	}
 	// Leasing starts again once a quarter of the slots are free: a limit
 	// in use to three quarters or more is binding.
@@ -107,12 +111,15 @@ func (l *inFlightLimit) observe(now time.Time, took time.Duration, failed bool, 
 
 // decide closes a window of l.n attempts over elapsed.
 func (l *inFlightLimit) decide(now time.Time, elapsed time.Duration) {
-	mean := l.latency / time.Duration(l.n)
 	rate := float64(l.n) / elapsed.Seconds()
-	if l.base == 0 || mean < l.base {
-		l.base = mean
+	holds := true // no answers, no latency to judge
+	if ok := l.n - l.errs; ok > 0 {
+		mean := l.latency / time.Duration(ok)
+		if l.base == 0 || mean < l.base {
+			l.base = mean
+		}
+		holds = float64(mean) <= adaptLatencyHolds*float64(l.base)
 	}
-	holds := float64(mean) <= adaptLatencyHolds*float64(l.base)
 	grewFrom, rateBefore := l.grewFrom, l.rateBefore
 	l.grewFrom = 0
 	switch {

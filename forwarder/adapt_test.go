@@ -127,3 +127,25 @@ func TestLimitIgnoresRareFailures(t *testing.T) {
 		t.Errorf("limit = %d with one failure in a thousand, want 256", got)
 	}
 }
+
+// A backend that refused every connection (failing in microseconds) and
+// came back answering in 50 ms is served again as fast as at first: the
+// refusals' latency is not taken for the backend's.
+func TestLimitRecoversFromFastFailures(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	l := newInFlightLimit(256, t0)
+	now := simulate(l, t0, 5*time.Second, slowBackend)
+	refused := func(limit int) (time.Duration, float64, bool) {
+		return 100 * time.Microsecond, 2000, true
+	}
+	now = simulate(l, now, 3*time.Second, refused)
+	if got := l.current(); got != 1 {
+		t.Fatalf("limit = %d after 3 s of refused connections, want 1", got)
+	}
+	// Held adaptProbeEvery, then doubling: 1 → 256 in eight windows.
+	back := adaptProbeEvery + 2500*time.Millisecond
+	simulate(l, now, back, slowBackend)
+	if got := l.current(); got != 256 {
+		t.Errorf("limit = %d %s after the backend came back, want 256 again", got, back)
+	}
+}
