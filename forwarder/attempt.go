@@ -95,7 +95,9 @@ func (f *Forwarder) deliver(j job) {
 	defer j.respond(nil) // every way out that stored no reply
 	d := j.d
 	target, ok := f.cfg.Targets[d.Provider]
-	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
+	// Lazily: the fields are encoded only if something is logged (With
+	// encoded them for every delivery: 1.3 % of whguard's CPU).
+	log := f.log.WithLazy(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
 		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt), zap.String("backend", f.origins[d.Provider]))
 	if !ok {
 		// Journaled before its provider was removed or renamed in the
