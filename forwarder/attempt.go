@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -94,7 +95,9 @@ func (f *Forwarder) deliver(j job) {
 	defer j.respond(nil) // every way out that stored no reply
 	d := j.d
 	target, ok := f.cfg.Targets[d.Provider]
-	log := f.log.With(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
+	// Lazily: the fields are encoded only if something is logged (With
+	// encoded them for every delivery: 1.3 % of whguard's CPU).
+	log := f.log.WithLazy(zap.Int64("id", d.ID), zap.String("provider", d.Provider),
 		zap.String("event_id", d.EventID), zap.Int("attempt", d.Attempt), zap.String("backend", f.origins[d.Provider]))
 	if !ok {
 		// Journaled before its provider was removed or renamed in the
@@ -120,6 +123,15 @@ func (f *Forwarder) deliver(j job) {
 	sending.Add(1)
 	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now, target.Sync)
 	sending.Add(-1)
+	if f.aborted.Err() == nil {
+		// The backend's answer (or its failure to answer) tunes the limit
+		// of deliveries in flight; before this one's slot is handed over,
+		// so a shrinking limit can keep it.
+		failed := res.status == 0 || res.status == http.StatusTooManyRequests || res.status >= 500
+		if _, changed := f.limit.observe(f.cfg.Now(), res.duration, failed, f.inUse()); changed {
+			f.applyLimit()
+		}
+	}
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.

@@ -98,13 +98,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_claims_waiting",
 		Help: "New events claimed for delivery from memory that hold no delivery slot yet (being committed, or waiting for a slot); at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.claimsWaiting }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, inFlight, recording, claimsWaiting)
+	limit := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "whguard_deliveries_limit",
+		Help: "The adaptive limit of deliveries in flight (grows while the backend keeps up, halves on its failures), at most WHGUARD_FORWARD_CONCURRENCY.",
+	}, read(func(o occupancy) int { return o.limit }))
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, inFlight, recording, claimsWaiting, limit)
 	return m
 }
 
 // occupancy is what the forwarder's bounds hold at one moment.
 type occupancy struct {
-	inFlight, recording, claimsWaiting int
+	inFlight, recording, claimsWaiting, limit int
 }
 
 // observe makes the occupancy gauges read f.

@@ -10,7 +10,10 @@ import (
 
 // pool bounds and runs the deliveries. It owns:
 //   - slots: the requests to the backends (Concurrency); one is held from
-//     the start of an attempt until the backend's answer is in;
+//     the start of an attempt until the backend's answer is in. Of them,
+//     only the adaptive limit's are in use (adapt.go): the others are
+//     reserved, held by the pool itself, so the channel enforces the
+//     limit as it enforces the ceiling;
 //   - records: the finished attempts whose outcome is still being written
 //     (Concurrency too). A slot is handed over to a record, so the next
 //     delivery starts while the outcome waits for its batch, and when
@@ -27,10 +30,17 @@ import (
 //   - the delivery goroutines: idle hands work to one waiting for more,
 //     workersQuit (closed once by quitWorkers) ends those that wait.
 type pool struct {
-	slots     chan struct{}
-	records   chan struct{}
-	unslotted chan struct{}
-	inflight  sync.WaitGroup
+	slots chan struct{}
+	limit *inFlightLimit
+	// reserveMu guards taking and giving back reserved slots; reserved
+	// counts them, wantReserved is how many the limit asks for (Concurrency
+	// minus the limit).
+	reserveMu    sync.Mutex
+	reserved     atomic.Int32
+	wantReserved int
+	records      chan struct{}
+	unslotted    chan struct{}
+	inflight     sync.WaitGroup
 
 	idle        chan func()
 	workersQuit chan struct{}
@@ -39,28 +49,73 @@ type pool struct {
 	workersStarted, workersLive atomic.Int32
 }
 
-func newPool(concurrency int) pool {
-	return pool{
+// newPool makes a pool of concurrency slots whose in-flight limit adapts
+// up to ceiling (at most concurrency), starting at now.
+func newPool(concurrency, ceiling int, now time.Time) *pool {
+	p := &pool{
 		slots:       make(chan struct{}, concurrency),
+		limit:       newInFlightLimit(min(ceiling, concurrency), now),
 		records:     make(chan struct{}, concurrency),
 		unslotted:   make(chan struct{}, concurrency),
 		idle:        make(chan func()),
 		workersQuit: make(chan struct{}),
 	}
+	p.applyLimit()
+	return p
+}
+
+// applyLimit makes the limit's number of slots usable: it gives back
+// reserved slots at once when the limit grew, and reserves free ones when
+// it shrank (the rest as deliveries end, in putSlot). It reads the limit
+// under reserveMu, so of two changes applied together the later wins.
+func (p *pool) applyLimit() {
+	p.reserveMu.Lock()
+	defer p.reserveMu.Unlock()
+	p.wantReserved = cap(p.slots) - p.limit.current()
+	for int(p.reserved.Load()) > p.wantReserved {
+		<-p.slots // a reserved one: never blocks
+		p.reserved.Add(-1)
+	}
+	for int(p.reserved.Load()) < p.wantReserved {
+		select {
+		case p.slots <- struct{}{}:
+			p.reserved.Add(1)
+		default:
+			return
+		}
+	}
+}
+
+// putSlot gives back a slot a delivery held, or keeps it reserved when the
+// limit has shrunk below the slots in use.
+func (p *pool) putSlot() {
+	p.reserveMu.Lock()
+	defer p.reserveMu.Unlock()
+	if int(p.reserved.Load()) < p.wantReserved {
+		p.reserved.Add(1)
+		return
+	}
+	<-p.slots
+}
+
+// inUse is how many slots deliveries hold.
+func (p *pool) inUse() int {
+	return len(p.slots) - int(p.reserved.Load())
 }
 
 // workerIdle is how long a delivery goroutine waits for more work before
 // it ends.
 const workerIdle = 10 * time.Second
 
-// free is how many rows the fetcher may lease: the slots not in use.
+// free is how many rows the fetcher may lease: the slots neither in use
+// nor reserved.
 func (p *pool) free() int {
 	return cap(p.slots) - len(p.slots)
 }
 
 // occupancy reads the bounds for the gauges.
 func (p *pool) occupancy() occupancy {
-	return occupancy{inFlight: len(p.slots), recording: len(p.records), claimsWaiting: len(p.unslotted)}
+	return occupancy{inFlight: p.inUse(), recording: len(p.records), claimsWaiting: len(p.unslotted), limit: p.limit.current()}
 }
 
 // goDeliver runs fn on a delivery goroutine that is waiting for work, or
@@ -185,12 +240,12 @@ func (f *Forwarder) releaseSlot(j job) {
 	if j.claimed {
 		f.claims.Add(-1)
 	}
-	<-f.slots
+	f.putSlot()
 	// With rows waiting, lease again once a quarter of the slots are
 	// free rather than after every delivery: fewer, larger leases (one
 	// statement per row leased stops scaling at a few thousand per
 	// second on a 2-core machine).
-	if f.backlog.Load() && f.free() >= max(1, cap(f.slots)/4) {
+	if f.backlog.Load() && f.free() >= max(1, (cap(f.slots)-int(f.reserved.Load()))/4) {
 		f.Wake()
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -74,12 +75,37 @@ var hopHeaders = []string{
 	"Expect",
 }
 
+// dropped is hopHeaders as a set of canonical names.
+var dropped = func() map[string]bool {
+	m := make(map[string]bool, len(hopHeaders))
+	for _, h := range hopHeaders {
+		m[textproto.CanonicalMIMEHeaderKey(h)] = true
+	}
+	return m
+}()
+
+// backendURLs caches each target's parsed backend URL (a handful of
+// strings, parsed once instead of once per delivery).
+var backendURLs sync.Map // string → *url.URL
+
+func parseBackendURL(raw string) (*url.URL, error) {
+	if u, ok := backendURLs.Load(raw); ok {
+		return u.(*url.URL), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, err
+	}
+	backendURLs.Store(raw, u)
+	return u, nil
+}
+
 // BuildRequest makes the delivery request of an attempt made at `at`
 // (docs/delivery.md, "The delivery request"): target URL and path, exact
 // body, received headers minus hop-by-hop ones, the provider's signature
 // made afresh when the target re-signs, plus whguard's headers.
 func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Time) (*http.Request, error) {
-	base, err := url.Parse(t.BackendURL)
+	base, err := parseBackendURL(t.BackendURL)
 	if err != nil {
 		return nil, err
 	}
@@ -110,32 +136,46 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 			req.Host = host
 		}
 	}
-	h := d.Headers.Clone()
-	if h == nil {
-		h = http.Header{}
-	}
-	for _, f := range h.Values("Connection") {
+	// One pass over the received headers, copying those that go on: the
+	// hop-by-hop ones, those the Connection header names, and whguard's
+	// own (a sender cannot spoof them) stay behind. (A clone followed by a
+	// deletion per hop-by-hop name canonicalised each name again for every
+	// delivery.)
+	var named map[string]bool
+	for _, f := range d.Headers.Values("Connection") {
 		for _, name := range strings.Split(f, ",") {
-			h.Del(strings.TrimSpace(name))
+			if name = strings.TrimSpace(name); name != "" {
+				if named == nil {
+					named = map[string]bool{}
+				}
+				named[textproto.CanonicalMIMEHeaderKey(name)] = true
+			}
 		}
 	}
-	for _, name := range hopHeaders {
-		h.Del(name)
+	// The values share one backing array, as Header.Clone's do.
+	nv := 5 // whguard's own, below
+	for _, vs := range d.Headers {
+		nv += len(vs)
 	}
-	for name := range h {
-		// A sender cannot spoof whguard's own headers.
-		if strings.HasPrefix(textproto.CanonicalMIMEHeaderKey(name), "X-Whguard-") {
-			delete(h, name)
+	sv := make([]string, nv)
+	h := make(http.Header, len(d.Headers)+5)
+	for name, vs := range d.Headers {
+		c := textproto.CanonicalMIMEHeaderKey(name)
+		if dropped[c] || named[c] || strings.HasPrefix(c, "X-Whguard-") {
+			continue
 		}
+		n := copy(sv, vs)
+		h[name], sv = sv[:n:n], sv[n:]
 	}
 	if t.Resign != nil {
 		t.Resign(h, d.Body, at)
 	}
-	h.Set(HeaderIdempotencyKey, IdempotencyKey(d.Provider, d.EventID))
-	h.Set(HeaderEventID, strconv.FormatInt(d.ID, 10))
-	h.Set(HeaderSourceEventID, d.EventID)
-	h.Set(HeaderAttempt, strconv.Itoa(d.Attempt))
-	h.Set(HeaderProvider, d.Provider)
+	// The names are canonical already: set without canonicalising them.
+	sv = sv[:5:5]
+	sv[0], sv[1], sv[2] = IdempotencyKey(d.Provider, d.EventID), strconv.FormatInt(d.ID, 10), d.EventID
+	sv[3], sv[4] = strconv.Itoa(d.Attempt), d.Provider
+	h[HeaderIdempotencyKey], h[HeaderEventID], h[HeaderSourceEventID] = sv[0:1:1], sv[1:2:2], sv[2:3:3]
+	h[HeaderAttempt], h[HeaderProvider] = sv[3:4:4], sv[4:5:5]
 	req.Header = h
 	req.ContentLength = int64(len(d.Body))
 	return req, nil

@@ -27,17 +27,20 @@ type backend struct {
 	// gate, when not nil, holds every delivery until it is closed (the
 	// backlog runs: whguard journals a backlog it cannot deliver yet).
 	gate chan struct{}
+	// latency is how long the backend takes to answer each delivery after
+	// recording it (a slow application); 0 answers at once.
+	latency time.Duration
 }
 
 // startBackend listens on a free loopback port for events of run tag with
 // up to uniques unique events; a gated backend holds deliveries until
-// release.
-func startBackend(tag string, uniques int, gated bool) (*backend, error) {
+// release. Each answer takes latency.
+func startBackend(tag string, uniques int, gated bool, latency time.Duration) (*backend, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
-	b := &backend{tag: tag, recv: make([]atomic.Int64, uniques), url: "http://" + ln.Addr().String()}
+	b := &backend{tag: tag, recv: make([]atomic.Int64, uniques), url: "http://" + ln.Addr().String(), latency: latency}
 	if gated {
 		b.gate = make(chan struct{})
 	}
@@ -69,6 +72,9 @@ func (b *backend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		b.foreign.Add(1)
 	case b.recv[u].CompareAndSwap(0, now):
 		b.received.Add(1)
+	}
+	if b.latency > 0 {
+		time.Sleep(b.latency)
 	}
 	w.WriteHeader(http.StatusOK)
 }

@@ -74,6 +74,12 @@ func writeChart(path string, rep *Report) error {
 		panels = append(panels, p)
 	}
 
+	if p, ok, err := defaultsPanel(rep); err != nil {
+		return err
+	} else if ok {
+		panels = append(panels, p)
+	}
+
 	const panelWidth = 5.5 * vg.Inch
 	img := vgimg.New(vg.Length(len(panels))*panelWidth, 5*vg.Inch)
 	dc := draw.New(img)
@@ -92,6 +98,33 @@ func writeChart(path string, rep *Report) error {
 		return err
 	}
 	return f.Close()
+}
+
+// defaultsPanel draws what a user running whguard-pg's defaults gets
+// beside naive-pg's acknowledgement rate: the end-to-end rate and the two
+// drains (fast and 50 ms backend); ok is false when the run has none.
+func defaultsPanel(rep *Report) (*plot.Plot, bool, error) {
+	naive, haveNaive := find(rep.Throughput, serverNaive)
+	pg, havePG := find(rep.Throughput, serverWhguardPG)
+	if !haveNaive || !havePG {
+		return nil, false, nil
+	}
+	names, values := []string{"naive-pg acks"}, []float64{naive.AcksPerSec}
+	if pg.Deliveries != nil {
+		names, values = append(names, "end to end"), append(values, pg.Deliveries.EndToEndPerSec)
+	}
+	for _, b := range rep.Backlog {
+		switch {
+		case b.Failed != "":
+		case b.Server == serverWhguardPG:
+			names, values = append(names, "drain, fast"), append(values, b.PerSec)
+		case b.Server == serverWhguardPGSlow:
+			names, values = append(names, "drain, 50 ms"), append(values, b.PerSec)
+		}
+	}
+	p, err := bars("whguard-pg at its defaults (concurrency "+rep.Settings.ForwardConcurrency+")", "per second", names,
+		[]series{{"events/s", values}})
+	return p, err == nil, err
 }
 
 // bars makes one grouped bar chart: a group per name, a bar per series.

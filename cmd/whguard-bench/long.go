@@ -101,7 +101,7 @@ func (h *harness) memoryRun(ctx context.Context) (*MemoryRun, error) {
 	m := &MemoryRun{Result: Result{Server: serverWhguardPG, Mode: "memory", Senders: h.opts.senders}}
 	sg := newSigner("mem")
 	src := lazy{s: sg, n: h.opts.longEvents}
-	s, err := h.open(ctx, serverWhguardPG, dbURL, sg, src.Uniques(), false)
+	s, err := h.open(ctx, serverWhguardPG, dbURL, sg, src.Uniques(), false, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +167,7 @@ func (h *harness) journalRun(ctx context.Context, rows int) (*JournalRun, float6
 	progress("  %s", oneLine(jr.Throughput))
 	if h.opts.backlog > 0 {
 		progress("long: backlog drain on a journal of %d rows", rows)
-		jr.Backlog = h.backlogOn(ctx, serverWhguardPG, dbURL)
+		jr.Backlog = h.backlogOn(ctx, serverWhguardPG, dbURL, backlogSpec{events: h.opts.backlog})
 		progress("  %.0f deliveries/s%s", jr.Backlog.PerSec, failedSuffix(jr.Backlog.Failed))
 	}
 	return jr, secs, nil

@@ -37,6 +37,8 @@ type options struct {
 	duration, warmup, fixedDuration, drainTimeout time.Duration
 	senders, rate, backlog, maxRate               int
 	forwardConcurrency                            int
+	slowBacklog                                   int
+	slowDrain                                     time.Duration
 	out, chart                                    string
 	only, fixed                                   []string
 	long                                          bool
@@ -71,7 +73,9 @@ func parseFlags(args []string) (options, error) {
 	fs.IntVar(&o.backlog, "backlog", 50000, "unique events of each backlog (delivery capacity) run; 0 skips them")
 	fs.DurationVar(&o.drainTimeout, "drain-timeout", 60*time.Second, "longest wait for deliveries after the load stops")
 	fs.IntVar(&o.maxRate, "max-rate", 60000, "pre-sign enough requests for this many per second")
-	fs.IntVar(&o.forwardConcurrency, "forward-concurrency", 64, "WHGUARD_FORWARD_CONCURRENCY of the whguard servers")
+	fs.IntVar(&o.forwardConcurrency, "forward-concurrency", 0, "WHGUARD_FORWARD_CONCURRENCY of the whguard servers (0: whguard's default)")
+	fs.IntVar(&o.slowBacklog, "slow-backlog", 10000, "unique events of the backlog drained to a backend answering in 50 ms (0 skips it)")
+	fs.DurationVar(&o.slowDrain, "slow-drain", 20*time.Second, "longest drain of the 50 ms backend's backlog (the rate is what arrived by then)")
 	fs.StringVar(&o.out, "out", "cmd/whguard-bench/out", "directory for results.json")
 	fs.StringVar(&o.chart, "chart", "BENCHMARKS.png", "PNG chart path (relative paths are under the module root)")
 	only := fs.String("only", strings.Join(serverNames(), ","), "comma list of servers to run")
@@ -97,8 +101,8 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-fixed: %w", err)
 	}
 	switch {
-	case o.senders < 1 || o.rate < 1 || o.maxRate < 1 || o.forwardConcurrency < 1:
-		return o, fmt.Errorf("-senders, -rate, -max-rate and -forward-concurrency must be positive")
+	case o.senders < 1 || o.rate < 1 || o.maxRate < 1 || o.forwardConcurrency < 0:
+		return o, fmt.Errorf("-senders, -rate and -max-rate must be positive, -forward-concurrency not negative")
 	case o.duration <= 0 || o.fixedDuration <= 0 || o.warmup < 0:
 		return o, fmt.Errorf("-duration and -fixed-duration must be positive, -warmup not negative")
 	}

@@ -19,13 +19,14 @@ type session struct {
 	be *backend
 }
 
-// open starts a fast backend (for the whguard servers) expecting up to
-// uniques unique events of signer sg, then server against dbURL.
-func (h *harness) open(ctx context.Context, server, dbURL string, sg *signer, uniques int, gated bool, extraEnv ...string) (*session, error) {
+// open starts a backend (for the whguard servers) answering after latency
+// and expecting up to uniques unique events of signer sg, then server
+// against dbURL.
+func (h *harness) open(ctx context.Context, server, dbURL string, sg *signer, uniques int, gated bool, latency time.Duration, extraEnv ...string) (*session, error) {
 	s := &session{}
 	backendURL := ""
 	if forwards(server) {
-		be, err := startBackend(sg.tag, uniques, gated)
+		be, err := startBackend(sg.tag, uniques, gated, latency)
 		if err != nil {
 			return nil, err
 		}
@@ -114,7 +115,7 @@ func (h *harness) throughputOn(ctx context.Context, server, dbURL string, n int)
 // run drives them, and fills in r (r.Failed when the server did not start).
 func (h *harness) loadRun(ctx context.Context, r *Result, dbURL, tag string, n, conns int, run func(*load)) {
 	sg := newSigner(tag)
-	s, err := h.open(ctx, r.Server, dbURL, sg, uniquesIn(n), false)
+	s, err := h.open(ctx, r.Server, dbURL, sg, uniquesIn(n), false, 0)
 	if err != nil {
 		r.Failed = err.Error()
 		return
@@ -144,7 +145,16 @@ func (h *harness) fixedRate(ctx context.Context, server string) Result {
 // backend holds every delivery, then the backend opens and the forwarder
 // drains the backlog as fast as it can lease and deliver.
 type Backlog struct {
-	Server        string  `json:"server"`
+	Server string `json:"server"`
+	// BackendLatencyMS is how long the backend took to answer each
+	// delivery (0: at once).
+	BackendLatencyMS float64 `json:"backend_latency_ms"`
+	// ForwardConcurrency is WHGUARD_FORWARD_CONCURRENCY ("default": not
+	// set, whguard's own default).
+	ForwardConcurrency string `json:"forward_concurrency"`
+	// TimedOut: the drain was cut at the drain timeout; PerSec is the rate
+	// until then.
+	TimedOut      bool    `json:"timed_out,omitempty"`
 	Events        int     `json:"events"`         // unique events acknowledged
 	IngestPerSec  float64 `json:"ingest_per_sec"` // 2xx acks per second while filling
 	Errors        int     `json:"errors"`
@@ -165,16 +175,39 @@ func (h *harness) backlog(ctx context.Context, server string) Backlog {
 		return Backlog{Server: server, Failed: err.Error()}
 	}
 	defer drop()
-	return h.backlogOn(ctx, server, dbURL)
+	return h.backlogOn(ctx, server, dbURL, backlogSpec{events: h.opts.backlog})
+}
+
+// backlogSlow is the backlog run of whguard-pg to a backend that answers
+// each delivery after latency, labelled label: a smaller backlog, drained
+// for at most h.opts.slowDrain (the rate is what arrived by then).
+func (h *harness) backlogSlow(ctx context.Context, label string, latency time.Duration) Backlog {
+	dbURL, drop, err := h.database(ctx, serverWhguardPG)
+	if err != nil {
+		return Backlog{Server: label, Failed: err.Error()}
+	}
+	defer drop()
+	b := h.backlogOn(ctx, serverWhguardPG, dbURL, backlogSpec{events: h.opts.slowBacklog, latency: latency, timeout: h.opts.slowDrain})
+	b.Server = label
+	return b
+}
+
+// backlogSpec shapes one backlog run: its unique events, the backend's
+// answer time, and the longest drain (0: h.opts.drainTimeout).
+type backlogSpec struct {
+	events  int
+	latency time.Duration
+	timeout time.Duration
 }
 
 // backlogOn is backlog on dbURL. The forward timeout is raised so the
 // deliveries held at the gate while the backlog fills do not time out.
-func (h *harness) backlogOn(ctx context.Context, server, dbURL string, extraEnv ...string) Backlog {
-	b := Backlog{Server: server}
-	n := h.opts.backlog * dupEvery / (dupEvery - 1)
+func (h *harness) backlogOn(ctx context.Context, server, dbURL string, spec backlogSpec, extraEnv ...string) Backlog {
+	b := Backlog{Server: server, BackendLatencyMS: float64(spec.latency) / float64(time.Millisecond),
+		ForwardConcurrency: h.concurrencyLabel()}
+	n := spec.events * dupEvery / (dupEvery - 1)
 	sg := newSigner("bl")
-	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), true, append([]string{"WHGUARD_FORWARD_TIMEOUT=10m"}, extraEnv...)...)
+	s, err := h.open(ctx, server, dbURL, sg, uniquesIn(n), true, spec.latency, append([]string{"WHGUARD_FORWARD_TIMEOUT=10m"}, extraEnv...)...)
 	if err != nil {
 		b.Failed = err.Error()
 		return b
@@ -201,11 +234,16 @@ func (h *harness) backlogOn(ctx context.Context, server, dbURL string, extraEnv 
 	b.BeforeRelease = int(s.be.arrived.Load())
 	opened := time.Now()
 	s.be.release()
-	b.Received = int(s.be.waitFor(ctx, int64(b.Events), drainIdle, h.opts.drainTimeout))
+	timeout := cmp.Or(spec.timeout, h.opts.drainTimeout)
+	b.Received = int(s.be.waitFor(ctx, int64(b.Events), drainIdle, timeout))
 	b.CPU = c0.use(snapshotCPU(pid))
 	var last int64
 	for _, t := range s.be.receipts() {
 		last = max(last, t)
+	}
+	if b.Received < b.Events && time.Since(opened) >= timeout {
+		// Cut by the timeout: the rate until then.
+		b.TimedOut, last = true, time.Now().UnixNano()
 	}
 	if d := time.Duration(last - opened.UnixNano()); d > 0 {
 		b.DrainSeconds = d.Seconds()
@@ -214,7 +252,7 @@ func (h *harness) backlogOn(ctx context.Context, server, dbURL string, extraEnv 
 	if peak, _, err := s.t.proc.memory(); err == nil {
 		b.PeakRSSMB = float64(peak) / (1 << 20)
 	}
-	if b.Received < b.Events {
+	if b.Received < b.Events && !b.TimedOut {
 		fmt.Fprintf(os.Stderr, "whguard-bench: %s backlog: %d of %d events delivered within the drain timeout\n", server, b.Received, b.Events)
 	}
 	return b
@@ -230,7 +268,7 @@ func (h *harness) backlogLimited(ctx context.Context) Backlog {
 	}
 	defer drop()
 	redisURL := cmp.Or(os.Getenv("TEST_REDIS_URL"), "redis://127.0.0.1:6379/0")
-	b := h.backlogOn(ctx, serverWhguardPG, dbURL, "WHGUARD_REDIS_URL="+redisURL,
+	b := h.backlogOn(ctx, serverWhguardPG, dbURL, backlogSpec{events: h.opts.backlog}, "WHGUARD_REDIS_URL="+redisURL,
 		"WHGUARD_BACKEND_RATE_LIMIT=1000000/s", "WHGUARD_BACKEND_RATE_BURST=1000000", "WHGUARD_BACKEND_MAX_IN_FLIGHT=100000")
 	b.Server = serverWhguardPGLimited
 	return b
@@ -251,7 +289,7 @@ func (h *harness) backlogOrdered(ctx context.Context) Backlog {
 		return Backlog{Server: serverWhguardPGOrdered, Failed: err.Error()}
 	}
 	defer drop()
-	b := h.backlogOn(ctx, serverWhguardPG, dbURL, "WHGUARD_BENCH_ORDER_KEY="+orderedKey)
+	b := h.backlogOn(ctx, serverWhguardPG, dbURL, backlogSpec{events: h.opts.backlog}, "WHGUARD_BENCH_ORDER_KEY="+orderedKey)
 	b.Server = serverWhguardPGOrdered
 	return b
 }

@@ -24,20 +24,30 @@ func printReport(w io.Writer, rep *Report) {
 		resultTable(w, rep.FixedRate, true)
 	}
 	if len(rep.Backlog) > 0 {
-		fmt.Fprintf(w, "\nBACKLOG DRAIN (delivery capacity: %d events journaled while the backend holds deliveries, then released; forward concurrency %d)\n",
-			s.BacklogEvents, s.ForwardConcurrency)
+		fmt.Fprintf(w, "\nBACKLOG DRAIN (delivery capacity: events journaled while the backend holds deliveries, then released; forward concurrency %s)\n",
+			s.ForwardConcurrency)
+		naive, haveNaive := find(rep.Throughput, serverNaive)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "server\tevents\tfill acks/s\tdelivered\tdrain s\tdeliveries/s\tcores: whguard\tpostgres\tbench\tidle\tstolen\t")
+		fmt.Fprintln(tw, "server\tbackend ms\tevents\tfill acks/s\tdelivered\tdrain s\tdeliveries/s\t/ naive-pg acks\tcores: whguard\tpostgres\tbench\tidle\tstolen\t")
 		for _, b := range rep.Backlog {
 			if b.Failed != "" {
 				fmt.Fprintf(tw, "%s\tFAILED: %s\t\n", b.Server, firstLine(b.Failed))
 				continue
 			}
-			fmt.Fprintf(tw, "%s\t%d\t%.0f\t%d\t%.2f\t%.0f\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", b.Server, b.Events, b.IngestPerSec,
-				b.Received, b.DrainSeconds, b.PerSec, b.CPU.Server, b.CPU.Postgres, b.CPU.Bench, b.CPU.Idle, b.CPU.Steal)
+			x := "-"
+			if haveNaive && naive.AcksPerSec > 0 {
+				x = fmt.Sprintf("%.2f×", b.PerSec/naive.AcksPerSec)
+			}
+			drain := fmt.Sprintf("%.2f", b.DrainSeconds)
+			if b.TimedOut {
+				drain += " (cut)"
+			}
+			fmt.Fprintf(tw, "%s\t%.0f\t%d\t%.0f\t%d\t%s\t%.0f\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t\n", b.Server, b.BackendLatencyMS, b.Events, b.IngestPerSec,
+				b.Received, drain, b.PerSec, x, b.CPU.Server, b.CPU.Postgres, b.CPU.Bench, b.CPU.Idle, b.CPU.Steal)
 		}
 		tw.Flush()
 	}
+	endToEnd(w, rep)
 	if rep.Long != nil {
 		rep.Long.print(w)
 	}
@@ -58,6 +68,40 @@ func printReport(w io.Writer, rep *Report) {
 		"guests while this one wanted it: runs with much of it measured a slower machine, and only ratios within\n"+
 		"one run compare.\n")
 	fmt.Fprintf(w, "bench wall time: %.0f s\n", rep.Seconds)
+}
+
+// endToEnd prints, for each whguard server of the closed loop, the rate at
+// which its run's distinct events were acknowledged and delivered (first
+// request to last delivery) beside naive-pg's acknowledgement-only rate.
+func endToEnd(w io.Writer, rep *Report) {
+	naive, haveNaive := find(rep.Throughput, serverNaive)
+	var rows []string
+	for _, r := range rep.Throughput {
+		d := r.Deliveries
+		if r.Failed != "" || d == nil {
+			continue
+		}
+		if d.EndToEndPerSec == 0 {
+			rows = append(rows, fmt.Sprintf("%s\tnot all delivered (%d of %d)\t\t\t\t", r.Server, d.Received, d.Expected))
+			continue
+		}
+		x := "-"
+		if haveNaive && naive.AcksPerSec > 0 {
+			x = fmt.Sprintf("%.2f×", d.EndToEndPerSec/naive.AcksPerSec)
+		}
+		rows = append(rows, fmt.Sprintf("%s\t%d\t%.2f\t%.0f\t%s\t", r.Server, d.Received, d.EndToEndSeconds, d.EndToEndPerSec, x))
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nEND TO END (closed loop: distinct events acknowledged and delivered, first request to last delivery; forward concurrency %s)\n",
+		rep.Settings.ForwardConcurrency)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tevents\tseconds\tevents/s\t/ naive-pg acks\t")
+	for _, row := range rows {
+		fmt.Fprintln(tw, row)
+	}
+	tw.Flush()
 }
 
 // resultTable prints one row per result, then where the CPU went.

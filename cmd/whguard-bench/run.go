@@ -42,7 +42,7 @@ type Settings struct {
 	Rate               int     `json:"rate"`
 	FixedSeconds       float64 `json:"fixed_seconds"`
 	BacklogEvents      int     `json:"backlog_events"`
-	ForwardConcurrency int     `json:"forward_concurrency"`
+	ForwardConcurrency string  `json:"forward_concurrency"`
 	BodyBytes          int     `json:"body_bytes"`
 	DuplicatePercent   int     `json:"duplicate_percent"`
 }
@@ -59,7 +59,7 @@ func run(ctx context.Context, opts options) int {
 	rep := &Report{Started: start, Machine: readMachine(ctx), Settings: Settings{
 		Senders: opts.senders, WarmupSeconds: opts.warmup.Seconds(), DurationSeconds: opts.duration.Seconds(),
 		Rate: opts.rate, FixedSeconds: opts.fixedDuration.Seconds(), BacklogEvents: opts.backlog,
-		ForwardConcurrency: opts.forwardConcurrency, BodyBytes: bodySize, DuplicatePercent: 100 / dupEvery,
+		ForwardConcurrency: h.concurrencyLabel(), BodyBytes: bodySize, DuplicatePercent: 100 / dupEvery,
 	}}
 	nullRate := 0.0
 	for _, server := range opts.only {
@@ -100,6 +100,12 @@ func run(ctx context.Context, opts options) int {
 		if server == serverWhguardPG && ctx.Err() == nil {
 			progress("backlog: %s (ordered by %s, many keys), %d events", serverWhguardPGOrdered, orderedKey, opts.backlog)
 			b := h.backlogOrdered(ctx)
+			progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
+			rep.Backlog = append(rep.Backlog, b)
+		}
+		if server == serverWhguardPG && opts.slowBacklog > 0 && ctx.Err() == nil {
+			progress("backlog: %s, %d events, backend answering in %s", serverWhguardPGSlow, opts.slowBacklog, slowBackendLatency)
+			b := h.backlogSlow(ctx, serverWhguardPGSlow, slowBackendLatency)
 			progress("  %.0f deliveries/s (%d in %.2fs)%s", b.PerSec, b.Received, b.DrainSeconds, failedSuffix(b.Failed))
 			rep.Backlog = append(rep.Backlog, b)
 		}

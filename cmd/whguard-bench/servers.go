@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/testdb"
 )
 
@@ -22,10 +23,26 @@ const (
 	// serverWhguardPGLimited is whguard-pg with generous limits shared in
 	// Redis: a backlog run only, for the cost of the limits.
 	serverWhguardPGLimited = "whguard-pg-limited"
+	// serverWhguardPGSlow is whguard-pg draining to a backend that takes
+	// slowBackendLatency per delivery: a backlog run only.
+	serverWhguardPGSlow = "whguard-pg-50ms"
 	// serverWhguardPGOrdered is whguard-pg with per-key order on many
 	// keys: a backlog run only, for the cost of ordering.
 	serverWhguardPGOrdered = "whguard-pg-ordered"
 )
+
+// slowBackendLatency is the answer time of the slow backend: a typical
+// application that does real work (a database write or two) per webhook.
+const slowBackendLatency = 50 * time.Millisecond
+
+// concurrencyLabel says the forward concurrency the whguard servers run
+// with: the -forward-concurrency flag, or whguard's default.
+func (h *harness) concurrencyLabel() string {
+	if h.opts.forwardConcurrency > 0 {
+		return strconv.Itoa(h.opts.forwardConcurrency)
+	}
+	return fmt.Sprintf("default (%d)", forwarder.DefaultConcurrency)
+}
 
 // webhookPath is where every server under test receives webhooks.
 const webhookPath = "/webhooks/bench"
@@ -99,11 +116,15 @@ func (h *harness) start(ctx context.Context, server, dbURL, secret, backendURL s
 			"WHGUARD_BENCH_SCHEME=standard",
 			"WHGUARD_BENCH_SECRET="+secret,
 			"WHGUARD_BACKEND_URL="+backendURL,
-			"WHGUARD_FORWARD_CONCURRENCY="+strconv.Itoa(h.opts.forwardConcurrency),
 			"WHGUARD_LOG_LEVEL=warn",
 			// The admin API (and /debug/pprof) for profiling a run by hand.
 			"WHGUARD_ADMIN_TOKEN=bench",
 		)
+		if h.opts.forwardConcurrency > 0 {
+			// Only when asked: otherwise whguard runs at its own default,
+			// as its users do.
+			env = append(env, "WHGUARD_FORWARD_CONCURRENCY="+strconv.Itoa(h.opts.forwardConcurrency))
+		}
 		env = append(env, extraEnv...)
 		readyURL = "http://" + admin + "/readyz"
 		fmt.Fprintf(os.Stderr, "whguard-bench: %s admin (pprof, token \"bench\") at http://%s\n", server, admin)

@@ -68,6 +68,13 @@ type Deliveries struct {
 	// arrives before the sender has read its ack counts as 0 (BeforeAck).
 	E2E       Latency `json:"e2e_latency_ms"`
 	BeforeAck int     `json:"before_ack"`
+	// EndToEndPerSec is the whole run as the user sees it: the distinct
+	// events acknowledged and delivered, over the time from the first
+	// request to the last of them delivered (or acknowledged, if later).
+	// Set only when every acknowledged event was delivered.
+	EndToEndPerSec float64 `json:"end_to_end_per_sec"`
+	// EndToEndSeconds is that time.
+	EndToEndSeconds float64 `json:"end_to_end_seconds"`
 }
 
 // summarize fills in the load figures of r from l.
@@ -150,5 +157,10 @@ func deliveries(l *load, be *backend) *Deliveries {
 		e2e = append(e2e, lag)
 	}
 	d.E2E = percentiles(e2e)
+	if d.Received >= d.Expected && d.Expected > 0 {
+		end := max(last, stop)
+		d.EndToEndSeconds = float64(end-l.t0.UnixNano()) / 1e9
+		d.EndToEndPerSec = float64(d.Received) / d.EndToEndSeconds
+	}
 	return d
 }

@@ -140,6 +140,38 @@ func targets(rep *Report) []Target {
 
 	ts = append(ts, ratio("whguard-sqlite / naive-pg acks/s", lite, naive, haveLite, haveNaive, 1))
 
+	// What the user feels at the settings they run: ack and delivery
+	// together, and a backlog drained, against naive-pg's ack-only rate.
+	perNaive := func(name string, rate float64, what string, goal, stretch float64) Target {
+		t := Target{Name: name, Goal: fmt.Sprintf("≥ %.1f× naive-pg acks/s", goal), Status: statusNA}
+		if stretch > 0 {
+			t.Goal += fmt.Sprintf(" (goal %.1f×)", stretch)
+		}
+		if rate > 0 && haveNaive && naive.AcksPerSec > 0 {
+			x := rate / naive.AcksPerSec
+			t.Value = fmt.Sprintf("%.2f× (%.0f %s vs %.0f acks/s)", x, rate, what, naive.AcksPerSec)
+			t.Status = verdict(true, x >= goal)
+		}
+		return t
+	}
+	var e2e float64
+	if havePG && pg.Deliveries != nil {
+		e2e = pg.Deliveries.EndToEndPerSec
+	}
+	ts = append(ts, perNaive("whguard-pg end to end (acked and delivered)", e2e, "events/s", 1, 1.5))
+	drain := func(server string) float64 {
+		for _, b := range rep.Backlog {
+			if b.Server == server && b.Failed == "" {
+				return b.PerSec
+			}
+		}
+		return 0
+	}
+	conc := rep.Settings.ForwardConcurrency
+	ts = append(ts,
+		perNaive("whguard-pg drain, fast backend, concurrency "+conc, drain(serverWhguardPG), "deliveries/s", 1, 0),
+		perNaive("whguard-pg drain, 50 ms backend, concurrency "+conc, drain(serverWhguardPGSlow), "deliveries/s", 1, 0))
+
 	if l := rep.Long; l != nil {
 		ts = append(ts, l.targets()...)
 	}

@@ -111,6 +111,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Targets:     targets,
 		Timeout:     cfg.ForwardTimeout,
 		Concurrency: cfg.ForwardConcurrency,
+		MaxInFlight: cfg.BackendMaxInFlight,
 		Policy: forwarder.Policy{
 			BaseDelay:   cfg.RetryBaseDelay,
 			MaxDelay:    cfg.RetryMaxDelay,
