@@ -222,7 +222,19 @@ type replayRequest struct {
 	DryRun bool `json:"dry_run"`
 }
 
-func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
+// eventAction is an audited action on one event ({id}, with a reason in
+// the body): replay or skip.
+type eventAction struct {
+	run func(ctx context.Context, id int64, reason string) error
+	// refused is the store's error for an event not in a state for it,
+	// answered 409 with refusedMsg.
+	refused    error
+	refusedMsg string
+	// logMsg is the audit log line; status the answer's "status".
+	logMsg, status string
+}
+
+func (a *api) actOn(w http.ResponseWriter, r *http.Request, act eventAction) {
 	id, ok := a.resolve(w, r)
 	if !ok {
 		return
@@ -231,49 +243,34 @@ func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	err := a.store.Replay(r.Context(), id, req.Reason)
+	err := act.run(r.Context(), id, req.Reason)
 	switch {
 	case errors.Is(err, journal.ErrNotFound):
 		apiError(w, http.StatusNotFound, "no such event")
 		return
-	case errors.Is(err, journal.ErrNotReplayable):
-		apiError(w, http.StatusConflict, "only dead, done or ignored events can be replayed")
+	case errors.Is(err, act.refused):
+		apiError(w, http.StatusConflict, act.refusedMsg)
 		return
 	case err != nil:
 		a.unavailable(w, err)
 		return
 	}
-	a.log.Info("event replayed", zap.Int64("id", id), zap.String("reason", req.Reason))
-	a.onReplay()
-	writeJSON(w, http.StatusOK, map[string]any{"status": "replayed", "id": id})
+	a.log.Info(act.logMsg, zap.Int64("id", id), zap.String("reason", req.Reason))
+	a.onReplay() // the event (or the events behind it) are ready
+	writeJSON(w, http.StatusOK, map[string]any{"status": act.status, "id": id})
+}
+
+func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
+	a.actOn(w, r, eventAction{run: a.store.Replay, refused: journal.ErrNotReplayable,
+		refusedMsg: "only dead, done or ignored events can be replayed", logMsg: "event replayed", status: "replayed"})
 }
 
 // skipOne releases the order key a dead event holds (ORDER_ON_DEAD=block),
 // so the events of its key behind it go on; the event stays dead.
 func (a *api) skipOne(w http.ResponseWriter, r *http.Request) {
-	id, ok := a.resolve(w, r)
-	if !ok {
-		return
-	}
-	req, ok := readReplay(w, r)
-	if !ok {
-		return
-	}
-	err := a.store.Skip(r.Context(), id, req.Reason)
-	switch {
-	case errors.Is(err, journal.ErrNotFound):
-		apiError(w, http.StatusNotFound, "no such event")
-		return
-	case errors.Is(err, journal.ErrNotSkippable):
-		apiError(w, http.StatusConflict, "only a dead event that still holds its order key can be skipped")
-		return
-	case err != nil:
-		a.unavailable(w, err)
-		return
-	}
-	a.log.Info("event skipped: its order key is released", zap.Int64("id", id), zap.String("reason", req.Reason))
-	a.onReplay() // the events behind it are ready
-	writeJSON(w, http.StatusOK, map[string]any{"status": "skipped", "id": id})
+	a.actOn(w, r, eventAction{run: a.store.Skip, refused: journal.ErrNotSkippable,
+		refusedMsg: "only a dead event that still holds its order key can be skipped",
+		logMsg:     "event skipped: its order key is released", status: "skipped"})
 }
 
 func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
