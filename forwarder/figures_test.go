@@ -89,3 +89,47 @@ func testFiguresAndDeadAlerts(t *testing.T, store string) {
 		t.Errorf("dead alerts %v, want [acme bad]", alerts.dead)
 	}
 }
+
+// TestReapedDeadIsToldAndCounted: an event whose last attempt's lease
+// expired (its worker crashed) goes dead by the reaper, and the alerts and
+// the minute figures hear of it like of any other death.
+func TestReapedDeadIsToldAndCounted(t *testing.T) { forEachStore(t, testReapedDeadIsToldAndCounted) }
+
+func testReapedDeadIsToldAndCounted(t *testing.T, store string) {
+	j := openJournal(t, store)
+	id := appendEvent(t, j, "crashed")
+	// A replica leased it and died: its lease runs out with the one
+	// attempt of the budget spent.
+	if ds, err := j.Lease(context.Background(), 1, 10*time.Millisecond); err != nil || len(ds) != 1 {
+		t.Fatalf("lease: %v %v", ds, err)
+	}
+	alerts := &deadAlerts{}
+	_, srv := newRecorder(t)
+	startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.Policy.MaxAttempts = 1
+		c.FiguresInterval = 50 * time.Millisecond
+		c.Alerts = alerts
+	})
+	waitStatus(t, j, id, journal.StatusDead, 10*time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		ms, err := j.Minutes(context.Background(), time.Now().Add(-time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var sum journal.Minute
+		for _, m := range ms {
+			sum.Add(m)
+		}
+		alerts.mu.Lock()
+		told := append([]string(nil), alerts.dead...)
+		alerts.mu.Unlock()
+		if sum.Dead == 1 && len(told) == 1 && told[0] == "acme crashed" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("figures %+v, alerts %v: want one dead event, told", sum, told)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

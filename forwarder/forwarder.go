@@ -42,7 +42,7 @@ type Store interface {
 	Complete(ctx context.Context, fs []journal.Finish) ([]int64, error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
 	Hold(ctx context.Context, hs []journal.Hold) (int, error)
-	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
+	ReapExpired(ctx context.Context, maxAttempts int) ([]journal.Reaped, error)
 	Stats(ctx context.Context) (journal.Stats, error)
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (journal.Cleaned, error)
 	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)

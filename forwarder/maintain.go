@@ -60,16 +60,27 @@ func (f *Forwarder) maintainers() []maintainer {
 // reapOnce returns expired leases to retry (or dead when their budget is
 // spent) and wakes the fetcher for them.
 func (f *Forwarder) reapOnce(ctx context.Context) error {
-	n, err := f.cfg.Store.ReapExpired(ctx, f.cfg.Policy.MaxAttempts)
-	if err != nil {
-		return err
-	}
-	if n > 0 {
+	reaped, err := f.cfg.Store.ReapExpired(ctx, f.cfg.Policy.MaxAttempts)
+	if n := len(reaped); n > 0 {
 		f.log.Warn("expired leases returned to retry", zap.Int("count", n))
 		f.cfg.Metrics.leaseExpired(n)
 		f.Wake()
 	}
-	return nil
+	// An expired lease whose last attempt was spent is dead: counted and
+	// told like a delivery that went dead.
+	now := f.cfg.Now()
+	for _, r := range reaped {
+		if !r.Dead {
+			continue
+		}
+		f.log.Warn("delivery quarantined (dead): its last attempt's lease expired", zap.Int64("id", r.ID),
+			zap.String("provider", r.Provider), zap.String("event_id", r.EventID))
+		f.figures.observe(r.Provider, OutcomeDead, now, 0, false)
+		if f.cfg.Alerts != nil {
+			f.cfg.Alerts.Dead(r.Provider, f.origins[r.Provider], r.EventID)
+		}
+	}
+	return err
 }
 
 // cleanupOnce applies retention (leader-only across PostgreSQL replicas).

@@ -542,8 +542,8 @@ func testReapCountsTheReplayBudget(t *testing.T, s journal.Store) {
 			t.Fatalf("lease: %v", ds)
 		}
 		time.Sleep(30 * time.Millisecond)
-		if n, err := s.ReapExpired(ctx, 2); err != nil || n != 1 {
-			t.Fatalf("reaped %d, %v", n, err)
+		if r, err := s.ReapExpired(ctx, 2); err != nil || len(r) != 1 {
+			t.Fatalf("reaped %+v, %v", r, err)
 		}
 	}
 	expire()
@@ -764,11 +764,18 @@ func testRetentionCleanup(t *testing.T, s journal.Store) {
 // it returned the one expired lease the test holds.
 func reapOne(t *testing.T, s journal.Store, maxAttempts int) bool {
 	t.Helper()
-	n, err := s.ReapExpired(context.Background(), maxAttempts)
-	if err != nil || n > 1 {
-		t.Fatalf("reap: %d %v", n, err)
+	r, err := s.ReapExpired(context.Background(), maxAttempts)
+	if err != nil || len(r) > 1 {
+		t.Fatalf("reap: %+v %v", r, err)
 	}
-	return n == 1
+	if len(r) == 1 {
+		// What the reaper says it did is what the row shows.
+		d := get(t, s, r[0].ID)
+		if r[0].Dead != (d.Status == journal.StatusDead) || r[0].EventID != d.EventID || r[0].Provider != d.Provider {
+			t.Fatalf("reaped %+v, row %+v", r[0], d.Summary)
+		}
+	}
+	return len(r) == 1
 }
 
 // completeN records outcomes and says how many took effect.
@@ -1260,8 +1267,8 @@ func testIgnoredEvents(t *testing.T, s journal.Store) {
 	if len(ds) != 1 || ds[0].EventID != "kept" {
 		t.Fatalf("leased %+v, want only the kept event", ds)
 	}
-	if n, err := s.ReapExpired(ctx, 3); err != nil || n != 0 {
-		t.Fatalf("reap: %d %v", n, err)
+	if r, err := s.ReapExpired(ctx, 3); err != nil || len(r) != 0 {
+		t.Fatalf("reap: %+v %v", r, err)
 	}
 	st, err := s.Stats(ctx)
 	if err != nil {

@@ -94,3 +94,12 @@ type Finish struct {
 
 // MaxExcerptBytes bounds the response excerpt stored with one attempt.
 const MaxExcerptBytes = 1024
+
+// Reaped is a row whose lease expired and that ReapExpired took back:
+// returned to retry, or dead when its budget of attempts was spent.
+type Reaped struct {
+	ID       int64
+	Provider string
+	EventID  string
+	Dead     bool
+}

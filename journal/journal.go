@@ -33,7 +33,7 @@ type Store interface {
 	Complete(ctx context.Context, fs []Finish) (recorded []int64, err error)
 	Release(ctx context.Context, ids []int64, tokens []uuid.UUID) (int, error)
 	Hold(ctx context.Context, hs []Hold) (int, error)
-	ReapExpired(ctx context.Context, maxAttempts int) (int, error)
+	ReapExpired(ctx context.Context, maxAttempts int) ([]Reaped, error)
 	Stats(ctx context.Context) (Stats, error)
 
 	// SaveReply and StoredReply keep the answer of a sync-mode event.

@@ -229,11 +229,11 @@ func testOrderReapedDeadKeepsBlocking(t *testing.T, s journal.Store) {
 	// Reap until both leases have expired and come back (1 ms leases).
 	reaped, deadline := 0, time.Now().Add(5*time.Second)
 	for reaped < 2 && time.Now().Before(deadline) {
-		n, err := s.ReapExpired(context.Background(), 1)
+		r, err := s.ReapExpired(context.Background(), 1)
 		if err != nil {
 			t.Fatal(err)
 		}
-		reaped += n
+		reaped += len(r)
 	}
 	if reaped != 2 {
 		t.Fatalf("reaped %d expired leases, want 2", reaped)

@@ -100,15 +100,19 @@ func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
 // the delivery may have reached the backend before the worker died. It
 // also makes due every ordered row parked at the head of its key's line
 // (see sqlUnparkHeads).
-func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
-	tag, err := p.queue.Exec(ctx, sqlReap, maxAttempts)
+func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) ([]Reaped, error) {
+	rows, err := p.queue.Query(ctx, sqlReap, maxAttempts)
 	if err != nil {
-		return 0, fmt.Errorf("reap expired leases: %w", err)
+		return nil, fmt.Errorf("reap expired leases: %w", err)
+	}
+	reaped, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Reaped])
+	if err != nil {
+		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
 	if _, err := p.queue.Exec(ctx, sqlUnparkHeads); err != nil {
-		return 0, fmt.Errorf("unpark heads of order keys: %w", err)
+		return reaped, fmt.Errorf("unpark heads of order keys: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	return reaped, nil
 }
 
 // Ordered rows appended behind their key's holder are parked: due at
@@ -231,4 +235,5 @@ SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-WHERE status = 'processing' AND lease_expires_at < now()`
+WHERE status = 'processing' AND lease_expires_at < now()
+RETURNING id, provider, event_id, status = 'dead'`

@@ -134,23 +134,26 @@ func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
 
 // ReapExpired returns expired leases to retry, or dead when the budget is
 // spent.
-func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) (int, error) {
-	n := 0
+func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) ([]Reaped, error) {
+	var reaped []Reaped
 	err := s.writeState(ctx, func(tx sqliteTx) error {
+		reaped = reaped[:0]
 		now := s.now().UnixNano()
-		res, err := tx.ExecContext(ctx, sqliteReap, maxAttempts, now, now, now)
+		rows, err := tx.QueryContext(ctx, sqliteReap, maxAttempts, now, now, now)
 		if err != nil {
 			return err
 		}
-		c, _ := res.RowsAffected()
-		n = int(c)
+		var r Reaped
+		if err := eachRow(rows, func() error { reaped = append(reaped, r); return nil }, &r.ID, &r.Provider, &r.EventID, &r.Dead); err != nil {
+			return err
+		}
 		_, err = tx.ExecContext(ctx, sqliteUnparkHeads, now)
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("reap expired leases: %w", err)
+		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
-	return n, nil
+	return reaped, nil
 }
 
 // sqliteParked is the due time of a parked row (see pgParked), as stored
@@ -219,5 +222,6 @@ SET status = CASE WHEN attempts - budget_base >= ?1 THEN 'dead' ELSE 'retry' END
     order_holds = order_holds AND (attempts - budget_base < ?1 OR order_block),
     last_error = 'lease expired: the worker stopped or overran its lease', hold_reason = '',
     next_attempt_at = ?2, lease_token = NULL, lease_expires_at = NULL, updated_at = ?3
-WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?4`
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?4
+RETURNING id, provider, event_id, status = 'dead'`
 )
