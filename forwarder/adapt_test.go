@@ -149,3 +149,25 @@ func TestLimitRecoversFromFastFailures(t *testing.T) {
 		t.Errorf("limit = %d %s after the backend came back, want 256 again", got, back)
 	}
 }
+
+// TestLimitInputs: only answers that say the backend is short of capacity
+// shrink the limit (a poison event's 500 does not), and a per-backend
+// in-flight bound caps the process's limit only when every provider goes
+// to that one backend.
+func TestLimitInputs(t *testing.T) {
+	for status, want := range map[int]bool{0: true, 429: true, 502: true, 503: true, 504: true, 500: false, 501: false, 400: false, 200: false} {
+		if got := overloaded(status); got != want {
+			t.Errorf("overloaded(%d) = %v, want %v", status, got, want)
+		}
+	}
+	one := Config{Concurrency: 256, MaxInFlight: 4, Targets: map[string]Target{
+		"stripe": {BackendURL: "http://app:3000/a"}, "github": {BackendURL: "http://app:3000/b"}}}
+	if got := limitCeiling(one); got != 4 {
+		t.Errorf("one backend: ceiling %d, want 4", got)
+	}
+	two := one
+	two.Targets = map[string]Target{"stripe": {BackendURL: "http://app:3000"}, "github": {BackendURL: "http://other:4000"}}
+	if got := limitCeiling(two); got != 256 {
+		t.Errorf("two backends: ceiling %d, want 256 (each bounded by the governor)", got)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/google/uuid"
@@ -127,8 +126,7 @@ func (f *Forwarder) deliver(j job) {
 		// The backend's answer (or its failure to answer) tunes the limit
 		// of deliveries in flight; before this one's slot is handed over,
 		// so a shrinking limit can keep it.
-		failed := res.status == 0 || res.status == http.StatusTooManyRequests || res.status >= 500
-		if _, changed := f.limit.observe(f.cfg.Now(), res.duration, failed, f.inUse()); changed {
+		if _, changed := f.limit.observe(f.cfg.Now(), res.duration, overloaded(res.status), f.inUse()); changed {
 			f.applyLimit()
 		}
 	}

@@ -108,13 +108,19 @@ func (f *Forwarder) fetchOnce() bool {
 // Dispatch: no lease statement, and one write of the row fewer per
 // delivery. The claim holds no delivery slot until Dispatch finds one
 // free (slots bound the requests to the backends, not the commits). It
-// declines before Start and after Stop, when Concurrency claims are
-// already waiting for slots, and while rows wait in the journal once
-// claims are as many as half the slots: new events keep the cheap path
-// without starving the backlog, which always has the other half. Every
+// declines before Start and after Stop, when as many claims as the
+// in-flight limit are already waiting for slots, and while rows wait in
+// the journal once claims are as many as half the limit: new events keep
+// the cheap path without starving the backlog, which always has the other
+// half. Every
 // accepted claim must end in exactly one Dispatch or Unclaim.
 func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
-	if f.backlog.Load() && int(f.claims.Load()) >= cap(f.slots)/2 {
+	// Bounded by the limit in force, not the slots' ceiling: claims
+	// waiting for a slot past the limit would only wait (each holding its
+	// body), and with rows waiting in the journal half the limit is left
+	// to them.
+	limit := f.limit.current()
+	if len(f.unslotted) >= limit || f.backlog.Load() && int(f.claims.Load()) >= max(1, limit/2) {
 		return 0, false
 	}
 	f.mu.Lock()

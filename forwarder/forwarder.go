@@ -320,6 +320,21 @@ type Forwarder struct {
 	stopGrace time.Duration
 }
 
+// limitCeiling is the most the in-flight limit may grow to: Concurrency,
+// and MaxInFlight (a bound per backend) when every provider goes to one
+// backend, the usual sidecar. With several backends MaxInFlight stays the
+// governor's bound of each, not a bound of the process.
+func limitCeiling(cfg Config) int {
+	origins := map[string]bool{}
+	for _, t := range cfg.Targets {
+		origins[Origin(t.BackendURL)] = true
+	}
+	if cfg.MaxInFlight > 0 && len(origins) <= 1 {
+		return min(cfg.MaxInFlight, cfg.Concurrency)
+	}
+	return cfg.Concurrency
+}
+
 // New checks the configuration and builds a stopped Forwarder.
 func New(cfg Config) (*Forwarder, error) {
 	if err := cfg.withDefaults(); err != nil {
@@ -329,7 +344,7 @@ func New(cfg Config) (*Forwarder, error) {
 		cfg:       cfg,
 		log:       cfg.Logger,
 		admission: newAdmission(),
-		pool:      newPool(cfg.Concurrency, cmp.Or(cfg.MaxInFlight, cfg.Concurrency), cfg.Now()),
+		pool:      newPool(cfg.Concurrency, limitCeiling(cfg), cfg.Now()),
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
 		figures:   newFigures(),

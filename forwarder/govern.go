@@ -86,12 +86,12 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 }
 
 // startMemoryWait takes one of the places for deliveries waiting in
-// memory for the governor (half the delivery slots), or reports none is
+// memory for the governor (half the in-flight limit), or reports none is
 // free.
 func (f *Forwarder) startMemoryWait() bool {
 	for {
 		n := f.governorWaits.Load()
-		if int(n) >= max(1, cap(f.slots)/2) {
+		if int(n) >= max(1, f.limit.current()/2) {
 			return false
 		}
 		if f.governorWaits.CompareAndSwap(n, n+1) {

@@ -123,3 +123,16 @@ func parseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// overloaded reports whether an attempt's answer (0: none, a timeout or a
+// refused connection) says the backend is short of capacity: 429, 502,
+// 503, 504 or no answer. Only these shrink the in-flight limit: a 500 is
+// most often one event the app cannot handle (a poison event retried), and
+// must not slow every other delivery.
+func overloaded(status int) bool {
+	switch status {
+	case 0, http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true
+	}
+	return false
+}
