@@ -61,7 +61,7 @@ func (n *Notifier) Start(ctx context.Context, p Probes) error {
 }
 
 // Stop reports the dead events gathered so far, sends what is waiting
-// until ctx ends, then stops.
+// until ctx ends, then stops the notifier's goroutines and waits for them.
 func (n *Notifier) Stop(ctx context.Context) error {
 	if n.cancel == nil {
 		return nil
@@ -73,13 +73,16 @@ func (n *Notifier) Stop(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+	unsent := n.unsent.Load()
 	n.cancel()
-	select {
-	case <-n.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("stop alerts: %w", ctx.Err())
+	// Once cancelled, the sender gives up its message at once (its request
+	// and its pause between tries end with the context) and the watcher's
+	// probes too: wait for both, so nothing of the notifier outlives Stop.
+	<-n.done
+	if unsent > 0 {
+		return fmt.Errorf("stop alerts: %d messages not sent: %w", unsent, ctx.Err())
 	}
+	return nil
 }
 
 // Check runs the probes once and sets the conditions they show.
