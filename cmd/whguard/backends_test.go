@@ -1,14 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/governor"
@@ -35,16 +31,10 @@ func TestBackendsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j, Backends: backendControl{fwd}}),
-	}))
-	defer srv.Close()
-	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
+	admin := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}})
 	cli := func(args ...string) (int, string) {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"backends"}, args...), env, &out, &errb)
-		return code, out.String() + errb.String()
+		code, out, errOut := admin(append([]string{"backends"}, args...)...)
+		return code, out + errOut
 	}
 	if code, out := cli("pause", "-backend", "http://app:3000", "-reason", "deploy"); code != 0 || !strings.Contains(out, "backend http://app:3000: paused") {
 		t.Fatalf("pause: %d %s", code, out)

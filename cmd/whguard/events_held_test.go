@@ -33,17 +33,12 @@ func TestEventsListShowsHeld(t *testing.T) {
 	if _, err := j.Hold(ctx, []journal.Hold{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, For: time.Hour, Reason: "no_backend"}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j}),
-	}))
-	defer srv.Close()
-	var out, errb bytes.Buffer
-	if code := run([]string{"events", "list"}, []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb); code != 0 {
-		t.Fatalf("events list: %d %s", code, errb.String())
+	code, out, errOut := adminCLI(t, proxy.APIConfig{Store: j})("events", "list")
+	if code != 0 {
+		t.Fatalf("events list: %d %s", code, errOut)
 	}
-	if !strings.Contains(out.String(), "pending (held: no_backend)") {
-		t.Fatalf("events list does not show the hold:\n%s", out.String())
+	if !strings.Contains(out, "pending (held: no_backend)") {
+		t.Fatalf("events list does not show the hold:\n%s", out)
 	}
 }
 

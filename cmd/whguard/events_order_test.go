@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
@@ -38,16 +34,10 @@ func TestEventsSkipReleasesTheKey(t *testing.T) {
 	if _, err := j.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDead, LastError: "answered 422"}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j}),
-	}))
-	defer srv.Close()
-	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
+	admin := adminCLI(t, proxy.APIConfig{Store: j})
 	cli := func(args ...string) (int, string) {
-		var out, errb bytes.Buffer
-		code := run(append([]string{"events"}, args...), env, &out, &errb)
-		return code, out.String() + errb.String()
+		code, out, errOut := admin(append([]string{"events"}, args...)...)
+		return code, out + errOut
 	}
 	if code, out := cli("list"); code != 0 || !strings.Contains(out, "pending (held: order)") {
 		t.Fatalf("events list: %d\n%s", code, out)

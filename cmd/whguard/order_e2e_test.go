@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,29 +110,9 @@ func (s *protectedSet) sendOrdered(i int, key string, seq int, poison bool) {
 	s.t.Helper()
 	id := fmt.Sprintf("evt-%s-%03d", key, seq)
 	body := fmt.Sprintf(`{"type":"customer.updated","data":{"object":{"id":%q,"seq":%d,"poison":%v}}}`, key, seq, poison)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		now := time.Now()
-		sig, err := s.wh.Sign(id, now, []byte(body))
-		if err != nil {
-			s.t.Error(err)
-			return
-		}
-		req, _ := http.NewRequest(http.MethodPost, "http://"+s.replicas[i].listen+"/webhooks/shop", strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("webhook-id", id)
-		req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
-		req.Header.Set("webhook-signature", sig)
-		resp, err := s.client.Do(req)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode/100 == 2 {
-				return
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !s.sendBody(i, id, body) {
+		s.t.Errorf("event %s not acknowledged by replica %d", id, i)
 	}
-	s.t.Errorf("event %s not acknowledged by replica %d", id, i)
 }
 
 // sendSequences sends, for every key at once, its events 0..n-1 one after

@@ -1,15 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/testdb"
@@ -42,16 +38,11 @@ func TestEventsOverviewCommand(t *testing.T) {
 	if _, err := fwd.Pause(ctx, journal.Pause{Kind: journal.PauseBackend, Name: "http://app:3000", Reason: "deploy"}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Overview: j}),
-	}))
-	defer srv.Close()
-	var out, errb bytes.Buffer
-	if code := run([]string{"events", "overview", "-window", "15m", "-minutes", "3"}, []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb); code != 0 {
-		t.Fatalf("overview: %d %s%s", code, out.String(), errb.String())
+	cli := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Overview: j})
+	code, text, errOut := cli("events", "overview", "-window", "15m", "-minutes", "3")
+	if code != 0 {
+		t.Fatalf("overview: %d %s%s", code, text, errOut)
 	}
-	text := out.String()
 	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", "p50 ", now.Format("15:04"),
 		"backend http://app:3000: breaker off, paused since", "(deploy), 1 waiting"} {
 		if !strings.Contains(text, want) {
@@ -61,8 +52,7 @@ func TestEventsOverviewCommand(t *testing.T) {
 	if lines := strings.Count(text, "\n"); lines != 2+1+3+1 {
 		t.Errorf("%d lines, want counts, totals, header, 3 minutes and one backend:\n%s", lines, text)
 	}
-	out.Reset()
-	if code := run([]string{"events", "overview", "-window", "2d"}, []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}, &out, &errb); code != 1 || !strings.Contains(errb.String(), "window must be") {
-		t.Errorf("a bad window: %d %s", code, errb.String())
+	if code, _, errOut := cli("events", "overview", "-window", "2d"); code != 1 || !strings.Contains(errOut, "window must be") {
+		t.Errorf("a bad window: %d %s", code, errOut)
 	}
 }

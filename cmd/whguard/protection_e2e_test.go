@@ -200,13 +200,22 @@ func (s *protectedSet) startReplica(r *replica) {
 // send posts one signed event to replica i until it is acknowledged.
 func (s *protectedSet) send(i int, id string) {
 	s.t.Helper()
-	body := fmt.Sprintf(`{"type":"order.paid","data":{"order_id":%q}}`, id)
+	if !s.sendBody(i, id, fmt.Sprintf(`{"type":"order.paid","data":{"order_id":%q}}`, id)) {
+		s.t.Fatalf("event %s not acknowledged by replica %d", id, i)
+	}
+}
+
+// sendBody posts body, signed as event id, to replica i until it is
+// acknowledged (within 30 s), and reports whether it was. It may run on
+// any goroutine.
+func (s *protectedSet) sendBody(i int, id, body string) bool {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		now := time.Now()
 		sig, err := s.wh.Sign(id, now, []byte(body))
 		if err != nil {
-			s.t.Fatal(err)
+			s.t.Error(err)
+			return false
 		}
 		req, _ := http.NewRequest(http.MethodPost, "http://"+s.replicas[i].listen+"/webhooks/shop", strings.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
@@ -217,12 +226,12 @@ func (s *protectedSet) send(i int, id string) {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode/100 == 2 {
-				return
+				return true
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	s.t.Fatalf("event %s not acknowledged by replica %d", id, i)
+	return false
 }
 
 // sendMany sends n events named prefix-k over the live replicas, a few
