@@ -115,12 +115,13 @@ func (f *Forwarder) fetchOnce() bool {
 // half. Every
 // accepted claim must end in exactly one Dispatch or Unclaim.
 func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
-	// Bounded by the limit in force, not the slots' ceiling: claims
-	// waiting for a slot past the limit would only wait (each holding its
-	// body), and with rows waiting in the journal half the limit is left
-	// to them.
+	// With rows waiting in the journal, half the limit in force is left
+	// to them. Otherwise claims are bounded by the slots' ceiling, not by
+	// the limit: a claim spends most of its wait in the commit, which
+	// holds no slot, and an event declined here would wait for a slot
+	// just the same, in the journal, and cost a lease statement more.
 	limit := f.limit.current()
-	if len(f.unslotted) >= limit || f.backlog.Load() && int(f.claims.Load()) >= max(1, limit/2) {
+	if f.backlog.Load() && int(f.claims.Load()) >= max(1, limit/2) {
 		return 0, false
 	}
 	f.mu.Lock()

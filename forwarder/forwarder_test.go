@@ -799,6 +799,38 @@ func testClaimsWaitForASlot(t *testing.T, store string) {
 	}
 }
 
+// Without rows waiting in the journal, claims are bounded by the slots'
+// ceiling, not by the in-flight limit in force (which starts at 16 and may
+// stay low on a fast backend): a claim spends most of its wait in its
+// commit, and every event declined here would cost a lease statement.
+func TestClaimsNotBoundedByTheAdaptiveLimit(t *testing.T) {
+	j := openJournal(t, "postgres")
+	_, srv := newHeldBackend(t)
+	f, reg := startQuiet(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency = 64 })
+	if got := metricValue(t, reg, "whguard_deliveries_limit", map[string]string{}); got != 16 {
+		t.Fatalf("whguard_deliveries_limit = %v at start, want 16", got)
+	}
+	held := 0
+	t.Cleanup(func() { // before Stop: a claim must end
+		for ; held > 0; held-- {
+			f.Unclaim()
+		}
+	})
+	for range 64 {
+		if _, ok := f.Claim(); !ok {
+			t.Fatalf("claim %d declined with the limit at 16 and 64 slots, no backlog", held+1)
+		}
+		held++
+	}
+	if _, ok := f.Claim(); ok {
+		held++
+		t.Fatal("a 65th claim accepted with 64 slots")
+	}
+	if got := metricValue(t, reg, "whguard_claims_waiting", map[string]string{}); got != 64 {
+		t.Fatalf("whguard_claims_waiting = %v, want 64", got)
+	}
+}
+
 // A claimed event that finds no slot while its lease still has room for a
 // whole attempt goes back to the journal, its attempt not spent, and is
 // leased and delivered later like any other. So do claims still waiting
