@@ -55,12 +55,16 @@ func forwardedNode(ip string) string {
 	return quoteForwarded(ip)
 }
 
+// forwardedEscaper escapes a quoted-string's backslashes and quotes (built
+// once: a Replacer builds its tables on first use).
+var forwardedEscaper = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 // quoteForwarded quotes a value unless it is a plain token.
 func quoteForwarded(v string) string {
 	for i := 0; i < len(v); i++ {
 		c := v[i]
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(v) + `"`
+			return `"` + forwardedEscaper.Replace(v) + `"`
 		}
 	}
 	return v
