@@ -442,6 +442,22 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	// The payloads are analyzed from a small sample with no statistics of
+	// their large columns (0015): the planner still learns their size.
+	var est float64
+	var count int64
+	if err := s.Pool().QueryRow(ctx, `SELECT reltuples::float8, (SELECT count(*) FROM whguard_payloads)
+		FROM pg_class WHERE oid = 'whguard_payloads'::regclass`).Scan(&est, &count); err != nil {
+		t.Fatal(err)
+	}
+	var bodyTarget int
+	if err := s.Pool().QueryRow(ctx, `SELECT attstattarget FROM pg_attribute
+		WHERE attrelid = 'whguard_payloads'::regclass AND attname = 'body'`).Scan(&bodyTarget); err != nil || bodyTarget != 0 {
+		t.Fatalf("payload body statistics target %d (%v), want 0", bodyTarget, err)
+	}
+	if count < 10000 || est < float64(count)/2 || est > float64(count)*2 {
+		t.Fatalf("whguard_payloads: estimated %.0f rows, counted %d", est, count)
+	}
 	round("grown", 20)
 
 	conns := journal.HotConns(ctx, s)
