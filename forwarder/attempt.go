@@ -184,7 +184,7 @@ func (f *Forwarder) deliver(j job) {
 		f.storeReply(log, &j, res)
 	}
 	f.finish(log, j, fin)
-	if d.OrderKey != "" && dec.Outcome != OutcomeRetry && !f.backlog.Load() {
+	if d.OrderKey != "" && dec.Outcome != OutcomeRetry && !f.fetcherWaits() {
 		// Done, or dead: the next event of its key may be ready now (any
 		// replica may lease it; this one knows first). While rows wait,
 		// freed slots already wake the fetcher a quarter at a time, and it

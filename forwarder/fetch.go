@@ -14,6 +14,7 @@ import (
 // delivered from memory. It owns:
 //   - wake, the fetcher's wake-up (Wake sends, fetchLoop alone receives);
 //   - backlog, set by the fetcher, read by the pool and Claim;
+//   - slotWait, set by the fetcher, read by the pool;
 //   - claims, the claims not yet over (Claim to the end of the attempt, or
 //     to Unclaim, or to handing the row back).
 type admission struct {
@@ -23,7 +24,19 @@ type admission struct {
 	// every slot was busy. Only then does a finished delivery wake the
 	// fetcher; otherwise new rows announce themselves.
 	backlog atomic.Bool
-	claims  atomic.Int32
+	// slotWait is true while the fetcher, woken, found every slot busy:
+	// a freed slot must wake it, as with a backlog, but nothing says rows
+	// are waiting, so claims are not held back for it (a poll that found
+	// the slots busy used to set backlog, halving the claims and sending
+	// the declined events through a lease statement, which kept it set).
+	slotWait atomic.Bool
+	claims   atomic.Int32
+}
+
+// fetcherWaits reports whether a freed slot should wake the fetcher: rows
+// are waiting, or it found no slot the last time it was woken.
+func (a *admission) fetcherWaits() bool {
+	return a.backlog.Load() || a.slotWait.Load()
 }
 
 func newAdmission() admission {
@@ -62,13 +75,14 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 func (f *Forwarder) fetchOnce() bool {
 	free := f.free()
 	if free <= 0 {
-		f.backlog.Store(true) // a finished delivery wakes us
-		// Unless it finished just before the store and saw no backlog:
-		// look again now that the flag is up.
+		f.slotWait.Store(true) // a finished delivery wakes us
+		// Unless it finished just before the store and saw no flag up:
+		// look again now that it is.
 		if free = f.free(); free <= 0 {
 			return false
 		}
 	}
+	f.slotWait.Store(false)
 	n := min(free, maxLeaseBatch)
 	// Not cancelled by Stop's first step: a lease statement interrupted
 	// after its commit would strand rows as processing, their attempt
@@ -169,7 +183,7 @@ func (f *Forwarder) Unclaim() {
 	<-f.unslotted
 	f.claims.Add(-1)
 	f.inflight.Done()
-	if f.backlog.Load() {
+	if f.fetcherWaits() {
 		f.Wake() // the place it kept is free for the rows waiting
 	}
 }

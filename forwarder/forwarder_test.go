@@ -831,6 +831,44 @@ func TestClaimsNotBoundedByTheAdaptiveLimit(t *testing.T) {
 	}
 }
 
+// A fetcher that wakes (here: polls) while every slot is busy waits for a
+// freed slot, but that says nothing of rows waiting in the journal, so it
+// must not hold claims back as a backlog does: that sent every declined
+// event through a lease statement under load, and kept the flag up.
+func TestBusySlotsAreNoBacklog(t *testing.T) {
+	j := openJournal(t, "postgres")
+	backend, srv := newHeldBackend(t)
+	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 5*time.Millisecond
+	})
+	for _, id := range []string{"evt_a", "evt_b", "evt_c", "evt_d"} {
+		leaseFor, ok := f.Claim()
+		if !ok {
+			t.Fatalf("claim for %s declined", id)
+		}
+		f.Dispatch(appendClaimed(t, j, id, leaseFor))
+	}
+	backend.waitArrived(t, 4) // every slot busy at the backend
+	// Polls every 5 ms find no free slot; claims (two of four: under
+	// half the limit) stay accepted throughout.
+	for i := range 20 {
+		_, ok1 := f.Claim()
+		_, ok2 := f.Claim()
+		if ok1 {
+			f.Unclaim()
+		}
+		if ok2 {
+			f.Unclaim()
+		}
+		if !ok1 || !ok2 {
+			t.Fatalf("claim declined after %d polls with busy slots and no row waiting", i)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	backend.release()
+	testdb.WaitDone(t, j, 4, 10*time.Second)
+}
+
 // A claimed event that finds no slot while its lease still has room for a
 // whole attempt goes back to the journal, its attempt not spent, and is
 // leased and delivered later like any other. So do claims still waiting

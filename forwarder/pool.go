@@ -245,7 +245,7 @@ func (f *Forwarder) releaseSlot(j job) {
 	// free rather than after every delivery: fewer, larger leases (one
 	// statement per row leased stops scaling at a few thousand per
 	// second on a 2-core machine).
-	if f.backlog.Load() && f.free() >= max(1, (cap(f.slots)-int(f.reserved.Load()))/4) {
+	if f.fetcherWaits() && f.free() >= max(1, (cap(f.slots)-int(f.reserved.Load()))/4) {
 		f.Wake()
 	}
 }
