@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: test test-short build demo fuzz vet bench bench-long image sidecar-test
+.PHONY: test test-short build demo fuzz vet bench bench-long bench-statements image sidecar-test
 
 ## test: the whole suite against real PostgreSQL and Redis (found or started),
 ## then the container part (sidecar-test).
@@ -34,6 +34,14 @@ fuzz:
 ## bench: whguard vs a null server and a naive receiver, side by side (< 10 min).
 bench:
 	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench
+
+## bench-statements: the closed loops of naive-pg and whguard-pg on a throwaway
+## PostgreSQL that loads pg_stat_statements, with each run's statements per event
+## (results and chart under cmd/whguard-bench/out/statements).
+bench-statements:
+	WHGUARD_TEST_PG_PRELOAD=pg_stat_statements ./.ci/with-services.sh $(GO) run ./cmd/whguard-bench \
+		-only naive-pg,whguard-pg -fixed '' -backlog 0 -slow-backlog 0 \
+		-out cmd/whguard-bench/out/statements -chart cmd/whguard-bench/out/statements/chart.png
 
 ## bench-long: bench plus 1M events (bounded memory) and a 5M-row journal vs an empty one.
 bench-long:

@@ -9,7 +9,11 @@
 # Exports TEST_DATABASE_URL and TEST_REDIS_URL for the tests, and stops and
 # removes whatever it started on exit.
 # WHGUARD_TEST_PG_ADDR / WHGUARD_TEST_REDIS_ADDR override where to look
-# first (used to test the fallback path).
+# first (used to test the fallback path). WHGUARD_TEST_PG_PRELOAD (a
+# shared_preload_libraries value, e.g. pg_stat_statements) always starts a
+# throwaway PostgreSQL loading it, with the settings of this machine's own
+# server (autovacuum off, fsync and synchronous commit on): make
+# bench-statements.
 set -euo pipefail
 
 pg_addr=${WHGUARD_TEST_PG_ADDR:-127.0.0.1:5432}
@@ -68,7 +72,8 @@ find_pg_bin() {
   command -v initdb >/dev/null && dirname "$(command -v initdb)"
 }
 
-if pg_answers "$pg_host" "$pg_port"; then
+preload=${WHGUARD_TEST_PG_PRELOAD:-}
+if [ -z "$preload" ] && pg_answers "$pg_host" "$pg_port"; then
   export TEST_DATABASE_URL=${TEST_DATABASE_URL:-postgres://postgres@$pg_host:$pg_port/postgres?sslmode=disable}
   log "using PostgreSQL at $pg_host:$pg_port"
 else
@@ -78,8 +83,12 @@ else
   port=$(free_port)
   mkdir -p "$tmp/pg"
   run_as_pg "$initdb" -D "$tmp/pg" -U postgres --auth=trust -E UTF8 >/dev/null
+  extra=""
+  if [ -n "$preload" ]; then
+    extra="-c shared_preload_libraries=$preload -c autovacuum=off -c synchronous_commit=on -c shared_buffers=128MB"
+  fi
   run_as_pg "$pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w -t 60 \
-    -o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200" start >/dev/null
+    -o "-p $port -k $tmp -c listen_addresses=127.0.0.1 -c fsync=on -c max_connections=200 $extra" start >/dev/null
   started_pg=$port
   export TEST_DATABASE_URL=postgres://postgres@127.0.0.1:$port/postgres?sslmode=disable
   log "started throwaway PostgreSQL on 127.0.0.1:$port"

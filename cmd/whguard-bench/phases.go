@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -97,7 +98,16 @@ func (h *harness) throughput(ctx context.Context, server string, n int) Result {
 		return Result{Server: server, Mode: "throughput", Failed: err.Error()}
 	}
 	defer drop()
-	return h.throughputOn(ctx, server, dbURL, n)
+	r := h.throughputOn(ctx, server, dbURL, n)
+	if r.Failed == "" && strings.HasPrefix(dbURL, "postgres") {
+		// The server has stopped: every statement it ran is counted.
+		st, err := readStatements(ctx, dbURL)
+		if err != nil {
+			progress("  %v", err)
+		}
+		r.Statements = st
+	}
+	return r
 }
 
 // throughputOn is the closed-loop run of server on dbURL: n pre-signed

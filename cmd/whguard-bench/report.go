@@ -17,6 +17,7 @@ func printReport(w io.Writer, rep *Report) {
 		fmt.Fprintf(w, "\nTHROUGHPUT (closed loop, %d senders, %gs measured after %gs warm-up; latencies in ms)\n",
 			s.Senders, s.DurationSeconds, s.WarmupSeconds)
 		resultTable(w, rep.Throughput, false)
+		printStatements(w, rep.Throughput)
 	}
 	if len(rep.FixedRate) > 0 {
 		fmt.Fprintf(w, "\nFIXED RATE (open loop, %d req/s, %gs measured after %gs warm-up; latency from the scheduled send)\n",

@@ -51,6 +51,9 @@ type Result struct {
 	// the window was shortened to match.
 	Exhausted bool   `json:"exhausted,omitempty"`
 	Failed    string `json:"failed,omitempty"`
+	// Statements: PostgreSQL's statements of a closed-loop run, when the
+	// server loads pg_stat_statements.
+	Statements *Statements `json:"statements,omitempty"`
 }
 
 // Deliveries is what the fast backend saw of a whguard run.

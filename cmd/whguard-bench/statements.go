@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"regexp"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Statements is what PostgreSQL spent on one closed-loop run, statement
+// by statement, read from pg_stat_statements for the run's own database
+// (every run has a fresh one, so nothing else is counted). Only a server
+// that loads the extension (shared_preload_libraries) has it: `make
+// bench-statements` runs the closed loops on a throwaway PostgreSQL that
+// does.
+type Statements struct {
+	// Events is the distinct events the run journaled: every figure per
+	// event is over it, warm-up and the drain after the load included.
+	Events int64 `json:"events"`
+	// ExecMs is the execution time of every statement of the run.
+	ExecMs     float64     `json:"exec_ms"`
+	WALRecords int64       `json:"wal_records"`
+	WALBytes   int64       `json:"wal_bytes"`
+	Top        []Statement `json:"top"`
+}
+
+// Statement is one normalized statement's totals over a run.
+type Statement struct {
+	Query      string  `json:"query"` // whitespace collapsed, cut at 200 characters
+	Calls      int64   `json:"calls"`
+	Rows       int64   `json:"rows"`
+	ExecMs     float64 `json:"exec_ms"`
+	WALRecords int64   `json:"wal_records"`
+	WALBytes   int64   `json:"wal_bytes"`
+}
+
+// statementTables are the tables a server journals its events in, the
+// first one present counting the run's events.
+var statementTables = []string{"whguard_events", "naive_events"}
+
+var spaces = regexp.MustCompile(`\s+`)
+
+// readStatements reads dbURL's statements, or nil when the server does
+// not load pg_stat_statements.
+func readStatements(ctx context.Context, dbURL string) (*Statements, error) {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return nil, fmt.Errorf("read statements: %w", err)
+	}
+	defer conn.Close(ctx)
+	var preload string
+	if err := conn.QueryRow(ctx, `SELECT current_setting('shared_preload_libraries')`).Scan(&preload); err != nil {
+		return nil, fmt.Errorf("read statements: %w", err)
+	}
+	if !strings.Contains(preload, "pg_stat_statements") {
+		return nil, nil
+	}
+	// The view reads shared memory: created now, it still shows the run.
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return nil, fmt.Errorf("read statements: %w", err)
+	}
+	st := &Statements{}
+	for _, table := range statementTables {
+		var n *int64
+		if err := conn.QueryRow(ctx, `SELECT CASE WHEN to_regclass($1) IS NOT NULL THEN 0 END`, table).Scan(&n); err != nil {
+			return nil, fmt.Errorf("read statements: %w", err)
+		}
+		if n == nil {
+			continue
+		}
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{table}.Sanitize()).Scan(&st.Events); err != nil {
+			return nil, fmt.Errorf("read statements: %w", err)
+		}
+		break
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT query, calls, rows, total_exec_time, wal_records, wal_bytes::bigint
+		FROM pg_stat_statements
+		WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND query NOT ILIKE '%pg_stat_statements%'
+		ORDER BY total_exec_time DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("read statements: %w", err)
+	}
+	var s Statement
+	_, err = pgx.ForEachRow(rows, []any{&s.Query, &s.Calls, &s.Rows, &s.ExecMs, &s.WALRecords, &s.WALBytes}, func() error {
+		st.ExecMs += s.ExecMs
+		st.WALRecords += s.WALRecords
+		st.WALBytes += s.WALBytes
+		if len(st.Top) < 6 {
+			q := strings.TrimSpace(spaces.ReplaceAllString(s.Query, " "))
+			if len(q) > 200 {
+				q = q[:200]
+			}
+			s.Query = q
+			st.Top = append(st.Top, s)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read statements: %w", err)
+	}
+	return st, nil
+}
+
+// printStatements writes each closed-loop run's top statements, per
+// distinct event, when PostgreSQL counted them.
+func printStatements(w io.Writer, results []Result) {
+	have := false
+	for _, r := range results {
+		have = have || r.Statements != nil
+	}
+	if !have {
+		fmt.Fprintln(w, "\n(no statement table: this PostgreSQL does not load pg_stat_statements; `make bench-statements` runs one that does)")
+		return
+	}
+	fmt.Fprintln(w, "\nPOSTGRESQL STATEMENTS (closed loop, pg_stat_statements of the run's database; per distinct event journaled)")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "server\tcalls\trows/call\texec ms\texec µs/event\tWAL records/event\tWAL B/event\tstatement\t")
+	for _, r := range results {
+		st := r.Statements
+		if st == nil || st.Events == 0 {
+			continue
+		}
+		ev := float64(st.Events)
+		fmt.Fprintf(tw, "%s\t\t\t%.0f\t%.1f\t%.1f\t%.0f\t(all, %d events)\t\n", r.Server, st.ExecMs, 1000*st.ExecMs/ev,
+			float64(st.WALRecords)/ev, float64(st.WALBytes)/ev, st.Events)
+		for _, s := range st.Top {
+			perCall := 0.0
+			if s.Calls > 0 {
+				perCall = float64(s.Rows) / float64(s.Calls)
+			}
+			q := s.Query
+			if len(q) > 60 {
+				q = q[:60] + "…"
+			}
+			fmt.Fprintf(tw, "\t%d\t%.1f\t%.0f\t%.1f\t%.1f\t%.0f\t%s\t\n", s.Calls, perCall, s.ExecMs, 1000*s.ExecMs/ev,
+				float64(s.WALRecords)/ev, float64(s.WALBytes)/ev, q)
+		}
+	}
+	tw.Flush()
+}
