@@ -12,26 +12,45 @@ import (
 
 // admission decides when rows are leased and which new events are
 // delivered from memory. It owns:
-//   - wake, the fetcher's wake-up (Wake sends, fetchLoop alone receives);
-//   - backlog, set by the fetcher, read by the pool and Claim;
-//   - slotWait, set by the fetcher, read by the pool;
+//   - wake, the fetcher's wake-up (Wake and poke send, fetchLoop alone
+//     receives);
+//   - announced and lastLease, set by Wake, the poll and the fetcher;
+//   - backlog and slotWait, set by the fetcher, read by the pool and Claim;
 //   - claims, the claims not yet over (Claim to the end of the attempt, or
-//     to Unclaim, or to handing the row back).
+//     to Unclaim, or to handing the row back), and slotWaiters, those of
+//     them committed and waiting for a delivery slot.
 type admission struct {
 	wake chan struct{}
-	// backlog is true while ready rows may be waiting for a free slot: the
-	// last lease filled everything it asked for, or leasing stopped because
-	// every slot was busy. Only then does a finished delivery wake the
-	// fetcher; otherwise new rows announce themselves.
+	// announced is true when, since the fetcher last leased, something
+	// said a row may be ready: a Wake (a pending row committed here, a
+	// NOTIFY from another replica, a row handed back or reaped, a replay,
+	// a retry or the next event of an order key due), or a poll while the
+	// fetcher has not leased for pollsBeforeBacklog polls (a retry that
+	// came due with nobody announcing it).
+	announced atomic.Bool
+	lastLease atomic.Int64 // when the fetcher last leased, Unix nanoseconds
+	// backlog is true while ready rows are waiting for a free slot: the
+	// last lease filled everything it asked for, or rows were announced
+	// while every slot was busy. It holds claims to half the limit, so
+	// the rows get the other half; and a finished delivery wakes the
+	// fetcher.
 	backlog atomic.Bool
-	// slotWait is true while the fetcher, woken, found every slot busy:
-	// a freed slot must wake it, as with a backlog, but nothing says rows
-	// are waiting, so claims are not held back for it (a poll that found
-	// the slots busy used to set backlog, halving the claims and sending
-	// the declined events through a lease statement, which kept it set).
-	slotWait atomic.Bool
-	claims   atomic.Int32
+	// slotWait is true while the fetcher, woken with nothing announced,
+	// found every slot busy: a freed slot must wake it, but nothing says
+	// rows are waiting, so claims are not held back for it (a poll that
+	// found the slots busy used to set backlog, halving the claims and
+	// sending the declined events through a lease statement, which kept it
+	// set).
+	slotWait    atomic.Bool
+	claims      atomic.Int32
+	slotWaiters atomic.Int32
 }
+
+// pollsBeforeBacklog is how many poll intervals without a lease make a
+// poll count as an announcement: rows nobody announced (a retry coming due)
+// wait at most that long behind a stream of claims that keeps every slot
+// busy.
+const pollsBeforeBacklog = 5
 
 // fetcherWaits reports whether a freed slot should wake the fetcher: rows
 // are waiting, or it found no slot the last time it was woken.
@@ -43,9 +62,16 @@ func newAdmission() admission {
 	return admission{wake: make(chan struct{}, 1)}
 }
 
-// Wake asks the fetcher to look for ready rows now (the in-process signal
-// from the ingress after a commit). It never blocks.
+// Wake asks the fetcher to look for ready rows now: a row may be ready (a
+// commit of a pending row here, a NOTIFY from another replica, a replay).
+// It never blocks.
 func (f *Forwarder) Wake() {
+	f.announced.Store(true)
+	f.poke()
+}
+
+// poke wakes the fetcher without announcing a row (a slot was freed).
+func (f *Forwarder) poke() {
 	select {
 	case f.wake <- struct{}{}:
 	default:
@@ -64,6 +90,9 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 			return
 		case <-f.wake:
 		case <-poll.C:
+			if f.cfg.Now().UnixNano()-f.lastLease.Load() >= int64(pollsBeforeBacklog*f.cfg.PollInterval) {
+				f.announced.Store(true)
+			}
 		}
 		for ctx.Err() == nil && f.fetchOnce() {
 		}
@@ -75,7 +104,13 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 func (f *Forwarder) fetchOnce() bool {
 	free := f.free()
 	if free <= 0 {
-		f.slotWait.Store(true) // a finished delivery wakes us
+		// A finished delivery wakes us; with rows announced, claims leave
+		// them half the limit meanwhile.
+		if f.announced.Load() {
+			f.backlog.Store(true)
+		} else {
+			f.slotWait.Store(true)
+		}
 		// Unless it finished just before the store and saw no flag up:
 		// look again now that it is.
 		if free = f.free(); free <= 0 {
@@ -83,6 +118,9 @@ func (f *Forwarder) fetchOnce() bool {
 		}
 	}
 	f.slotWait.Store(false)
+	// Consumed by this lease: a Wake from now on is for the next one.
+	f.announced.Store(false)
+	f.lastLease.Store(f.cfg.Now().UnixNano())
 	n := min(free, maxLeaseBatch)
 	// Not cancelled by Stop's first step: a lease statement interrupted
 	// after its commit would strand rows as processing, their attempt
@@ -122,21 +160,24 @@ func (f *Forwarder) fetchOnce() bool {
 // Dispatch: no lease statement, and one write of the row fewer per
 // delivery. The claim holds no delivery slot until Dispatch finds one
 // free (slots bound the requests to the backends, not the commits). It
-// declines before Start and after Stop, when as many claims as the
-// in-flight limit are already waiting for slots, and while rows wait in
-// the journal once claims are as many as half the limit: new events keep
-// the cheap path without starving the backlog, which always has the other
-// half. Every
-// accepted claim must end in exactly one Dispatch or Unclaim.
+// declines before Start and after Stop; when the slots' ceiling of claims
+// are already waiting for their commit or a slot; when as many committed
+// claims as the in-flight limit in force are waiting for a slot (each
+// holds its body, and would wait longer than the rows in the journal);
+// and, while rows wait in the journal, once claims are as many as half
+// the limit: new events keep the cheap path without starving the backlog,
+// which always has the other half. Every accepted claim must end in
+// exactly one Dispatch or Unclaim.
 func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
-	// With rows waiting in the journal, half the limit in force is left
-	// to them. Otherwise claims are bounded by the slots' ceiling, not by
-	// the limit: a claim spends most of its wait in the commit, which
-	// holds no slot, and an event declined here would wait for a slot
-	// just the same, in the journal, and cost a lease statement more.
-	limit := f.limit.current()
-	if f.backlog.Load() && int(f.claims.Load()) >= max(1, limit/2) {
-		return 0, false
+	// Claims in their commit hold no slot and are bounded by the ceiling
+	// (the unslotted channel's capacity), not the limit in force: an event
+	// declined for them would wait for a slot all the same, in the
+	// journal, and cost a lease statement more.
+	if waiting, backlog := f.slotWaiters.Load(), f.backlog.Load(); waiting > 0 || backlog {
+		limit := f.limit.current()
+		if int(waiting) >= max(limit, cap(f.slots)/4) || backlog && int(f.claims.Load()) >= max(1, limit/2) {
+			return 0, false
+		}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -184,6 +225,6 @@ func (f *Forwarder) Unclaim() {
 	f.claims.Add(-1)
 	f.inflight.Done()
 	if f.fetcherWaits() {
-		f.Wake() // the place it kept is free for the rows waiting
+		f.poke() // the place it kept is free for the rows waiting
 	}
 }

@@ -831,15 +831,62 @@ func TestClaimsNotBoundedByTheAdaptiveLimit(t *testing.T) {
 	}
 }
 
-// A fetcher that wakes (here: polls) while every slot is busy waits for a
-// freed slot, but that says nothing of rows waiting in the journal, so it
-// must not hold claims back as a backlog does: that sent every declined
-// event through a lease statement under load, and kept the flag up.
+// Committed claims waiting for a slot are bounded, unlike claims in their
+// commit: by the limit in force, or a quarter of the ceiling when that is
+// more (a closed loop's commits dispatch a batch at a time). Each holds its
+// body, and past that bound a new event waits as well in the journal.
+func TestClaimsWaitingForASlotAreBounded(t *testing.T) {
+	j := openJournal(t, "postgres")
+	backend, srv := newHeldBackend(t)
+	f, reg := startQuiet(t, j, srv.URL, func(c *forwarder.Config) { c.Concurrency, c.Timeout = 64, time.Minute })
+	if got := metricValue(t, reg, "whguard_deliveries_limit", map[string]string{}); got != 16 {
+		t.Fatalf("whguard_deliveries_limit = %v at start, want 16", got)
+	}
+	claim := func(i int) bool {
+		leaseFor, ok := f.Claim()
+		if ok {
+			f.Dispatch(appendClaimed(t, j, fmt.Sprintf("evt_%d", i), leaseFor))
+		}
+		return ok
+	}
+	for i := range 16 {
+		if !claim(i) {
+			t.Fatalf("claim %d declined with free slots", i)
+		}
+	}
+	backend.waitArrived(t, 16) // the limit's 16 slots busy
+	for i := 16; i < 32; i++ {
+		if !claim(i) {
+			t.Fatalf("claim %d declined with %d waiting for a slot, bound 16", i, i-16)
+		}
+	}
+	// The dispatched claims reach their wait for a slot on delivery
+	// goroutines: a claim is declined once all sixteen are there.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, ok := f.Claim(); !ok {
+			break
+		}
+		f.Unclaim()
+		if time.Now().After(deadline) {
+			t.Fatal("claims still accepted with 16 committed claims waiting for a slot (limit 16, ceiling 64)")
+		}
+	}
+	backend.release()
+	testdb.WaitDone(t, j, 32, 20*time.Second)
+}
+
+// A fetcher that polls while every slot is busy, with no row announced
+// since it last leased, waits for a freed slot, but that says nothing of
+// rows waiting in the journal, so it must not hold claims back as a
+// backlog does: that sent every declined event through a lease statement
+// under load, and kept the flag up. (After pollsBeforeBacklog such polls,
+// 1 s here, a poll does count as an announcement: see
+// TestUnannouncedRowNotStarvedByClaims.)
 func TestBusySlotsAreNoBacklog(t *testing.T) {
 	j := openJournal(t, "postgres")
 	backend, srv := newHeldBackend(t)
 	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
-		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 5*time.Millisecond
+		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 200*time.Millisecond
 	})
 	for _, id := range []string{"evt_a", "evt_b", "evt_c", "evt_d"} {
 		leaseFor, ok := f.Claim()
@@ -849,9 +896,9 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 		f.Dispatch(appendClaimed(t, j, id, leaseFor))
 	}
 	backend.waitArrived(t, 4) // every slot busy at the backend
-	// Polls every 5 ms find no free slot; claims (two of four: under
-	// half the limit) stay accepted throughout.
-	for i := range 20 {
+	// Polls every 200 ms find no free slot; claims (more than half the
+	// limit: the four delivering count) stay accepted through two of them.
+	for start := time.Now(); time.Since(start) < 450*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		_, ok1 := f.Claim()
 		_, ok2 := f.Claim()
 		if ok1 {
@@ -861,12 +908,73 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 			f.Unclaim()
 		}
 		if !ok1 || !ok2 {
-			t.Fatalf("claim declined after %d polls with busy slots and no row waiting", i)
+			t.Fatalf("claim declined %s into polls with busy slots and no row announced", time.Since(start))
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	backend.release()
 	testdb.WaitDone(t, j, 4, 10*time.Second)
+}
+
+// A stream of claims that keeps every slot busy must not starve the rows in
+// the journal: freed slots go first to the claims waiting for one, so the
+// fetcher would never find a free slot. A row announced by a Wake (a
+// pending commit, a NOTIFY, a hand-back) makes a backlog at once, and a
+// row nobody announced (a retry coming due) does after pollsBeforeBacklog
+// polls without a lease; either way claims then leave it half the limit.
+func TestUnannouncedRowNotStarvedByClaims(t *testing.T) {
+	testRowNotStarvedByClaims(t, false)
+}
+
+func TestAnnouncedRowNotStarvedByClaims(t *testing.T) { testRowNotStarvedByClaims(t, true) }
+
+func testRowNotStarvedByClaims(t *testing.T, announce bool) {
+	j := openJournal(t, "postgres")
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(20 * time.Millisecond) // slots stay busy while claims refill them
+	}))
+	t.Cleanup(backend.Close)
+	poll := 5 * time.Millisecond
+	if announce {
+		poll = time.Hour // only the Wake can bring it
+	}
+	f, _ := startForwarder(t, j, backend.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.PollInterval = 4, poll
+	})
+	// Slots busy with claims first, then a row appears in the journal.
+	next := 0
+	claim := func() { // as many as are accepted: claims wait for every slot
+		for range 16 {
+			leaseFor, ok := f.Claim()
+			if !ok {
+				return
+			}
+			f.Dispatch(appendClaimed(t, j, fmt.Sprintf("evt_claimed_%d", next), leaseFor))
+			next++
+		}
+	}
+	claim()
+	starved := appendEvent(t, j, "evt_in_the_journal")
+	if announce {
+		f.Wake()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := j.Get(context.Background(), starved)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Status == journal.StatusDone {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the journal's row is still %s after %d claimed deliveries", d.Status, next)
+		}
+		claim()
+		time.Sleep(500 * time.Microsecond)
+	}
+	if next < 8 {
+		t.Fatalf("only %d claims accepted: the slots were not kept busy by claims", next)
+	}
 }
 
 // A claimed event that finds no slot while its lease still has room for a

@@ -179,6 +179,12 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 		return
 	default:
 	}
+	// Claim declines while as many claims as the limit wait here.
+	waited := func() {}
+	if j.claimed {
+		f.slotWaiters.Add(1)
+		waited = func() { f.slotWaiters.Add(-1) }
+	}
 	// What the lease has left, less a whole attempt and half the margin
 	// (a lease already over, or a zero expiry, waits not at all).
 	wait := time.Duration(0)
@@ -189,6 +195,7 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 	defer timer.Stop()
 	select {
 	case f.slots <- struct{}{}:
+		waited()
 		f.startSlotted(j)
 		return
 	case <-timer.C:
@@ -196,6 +203,7 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 			zap.Int64("id", j.d.ID), zap.String("provider", j.d.Provider))
 	case <-f.aborted.Done():
 	}
+	waited()
 	f.unadmitPre(j)
 	j.respond(nil) // not attempted in time: the sender gets the usual acknowledgement
 	f.release(j.d) // before the counts below: Stop waits for it
@@ -246,6 +254,6 @@ func (f *Forwarder) releaseSlot(j job) {
 	// statement per row leased stops scaling at a few thousand per
 	// second on a 2-core machine).
 	if f.fetcherWaits() && f.free() >= max(1, (cap(f.slots)-int(f.reserved.Load()))/4) {
-		f.Wake()
+		f.poke()
 	}
 }
