@@ -184,13 +184,16 @@ func (f *Forwarder) deliver(j job) {
 		f.storeReply(log, &j, res)
 	}
 	f.finish(log, j, fin)
-	if d.OrderKey != "" && dec.Outcome != OutcomeRetry && !f.fetcherWaits() {
+	if d.OrderKey != "" && dec.Outcome != OutcomeRetry {
 		// Done, or dead: the next event of its key may be ready now (any
-		// replica may lease it; this one knows first). While rows wait,
-		// freed slots already wake the fetcher a quarter at a time, and it
-		// finds the next in line then: a wake per outcome would make it
-		// lease one row per statement.
-		f.Wake()
+		// replica may lease it; this one knows first). It is announced;
+		// but while the fetcher waits for freed slots, they already wake
+		// it a quarter at a time, and it finds the next in line then: a
+		// wake per outcome would make it lease one row per statement.
+		f.announced.Store(true)
+		if !f.fetcherWaits() {
+			f.poke()
+		}
 	}
 	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
 		// Due before the next poll: look for it when it is due, counted
