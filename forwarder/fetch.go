@@ -14,7 +14,8 @@ import (
 // delivered from memory. It owns:
 //   - wake, the fetcher's wake-up (Wake and poke send, fetchLoop alone
 //     receives);
-//   - announced and lastLease, set by Wake, the poll and the fetcher;
+//   - announced, probe and lastLease, set by Wake, the poll and the
+//     fetcher;
 //   - backlog and slotWait, set by the fetcher, read by the pool and Claim;
 //   - claims, the claims not yet over (Claim to the end of the attempt, or
 //     to Unclaim, or to handing the row back), and slotWaiters, those of
@@ -24,10 +25,13 @@ type admission struct {
 	// announced is true when, since the fetcher last leased, something
 	// said a row may be ready: a Wake (a pending row committed here, a
 	// NOTIFY from another replica, a row handed back or reaped, a replay,
-	// a retry or the next event of an order key due), or a poll while the
-	// fetcher has not leased for pollsBeforeBacklog polls (a retry that
-	// came due with nobody announcing it).
+	// a retry or the next event of an order key due).
 	announced atomic.Bool
+	// probe is set by a poll once the fetcher has not leased for
+	// pollsBeforeProbe polls: rows nobody announced (a retry that came
+	// due) may be waiting behind claims that keep every slot busy, so the
+	// fetcher leases one row even without a free slot to find out.
+	probe     atomic.Bool
 	lastLease atomic.Int64 // when the fetcher last leased, Unix nanoseconds
 	// backlog is true while ready rows are waiting for a free slot: the
 	// last lease filled everything it asked for, or rows were announced
@@ -46,11 +50,10 @@ type admission struct {
 	slotWaiters atomic.Int32
 }
 
-// pollsBeforeBacklog is how many poll intervals without a lease make a
-// poll count as an announcement: rows nobody announced (a retry coming due)
-// wait at most that long behind a stream of claims that keeps every slot
-// busy.
-const pollsBeforeBacklog = 5
+// pollsBeforeProbe is how many poll intervals without a lease make a poll
+// probe for rows: rows nobody announced (a retry coming due) wait about
+// that long behind a stream of claims that keeps every slot busy.
+const pollsBeforeProbe = 5
 
 // fetcherWaits reports whether a freed slot should wake the fetcher: rows
 // are waiting, or it found no slot the last time it was woken.
@@ -90,8 +93,8 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 			return
 		case <-f.wake:
 		case <-poll.C:
-			if f.cfg.Now().UnixNano()-f.lastLease.Load() >= int64(pollsBeforeBacklog*f.cfg.PollInterval) {
-				f.announced.Store(true)
+			if f.cfg.Now().UnixNano()-f.lastLease.Load() >= int64(pollsBeforeProbe*f.cfg.PollInterval) {
+				f.probe.Store(true)
 			}
 		}
 		for ctx.Err() == nil && f.fetchOnce() {
@@ -114,9 +117,17 @@ func (f *Forwarder) fetchOnce() bool {
 		// Unless it finished just before the store and saw no flag up:
 		// look again now that it is.
 		if free = f.free(); free <= 0 {
-			return false
+			if !f.probe.Swap(false) {
+				return false
+			}
+			// One row, to learn whether any waits: it waits for a slot
+			// like a row whose slot a claim took first, and a full lease
+			// of one makes a backlog (a guess would halve the claims and
+			// send the declined events through lease statements).
+			free = 1
 		}
 	}
+	f.probe.Store(false)
 	f.slotWait.Store(false)
 	// Consumed by this lease: a Wake from now on is for the next one.
 	f.announced.Store(false)

@@ -879,8 +879,8 @@ func TestClaimsWaitingForASlotAreBounded(t *testing.T) {
 // since it last leased, waits for a freed slot, but that says nothing of
 // rows waiting in the journal, so it must not hold claims back as a
 // backlog does: that sent every declined event through a lease statement
-// under load, and kept the flag up. (After pollsBeforeBacklog such polls,
-// 1 s here, a poll does count as an announcement: see
+// under load, and kept the flag up. (After pollsBeforeProbe such polls, 1 s
+// here, a poll leases one row to find out: see
 // TestUnannouncedRowNotStarvedByClaims.)
 func TestBusySlotsAreNoBacklog(t *testing.T) {
 	j := openJournal(t, "postgres")
@@ -919,8 +919,9 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 // the journal: freed slots go first to the claims waiting for one, so the
 // fetcher would never find a free slot. A row announced by a Wake (a
 // pending commit, a NOTIFY, a hand-back) makes a backlog at once, and a
-// row nobody announced (a retry coming due) does after pollsBeforeBacklog
-// polls without a lease; either way claims then leave it half the limit.
+// row nobody announced (a retry coming due) is found by a one-row lease
+// after pollsBeforeProbe polls without one; either way claims then leave
+// the rows half the limit.
 func TestUnannouncedRowNotStarvedByClaims(t *testing.T) {
 	testRowNotStarvedByClaims(t, false)
 }
