@@ -19,7 +19,8 @@ import (
 //   - backlog and slotWait, set by the fetcher, read by the pool and Claim;
 //   - claims, the claims not yet over (Claim to the end of the attempt, or
 //     to Unclaim, or to handing the row back), and slotWaiters, those of
-//     them committed and waiting for a delivery slot.
+//     them committed and waiting for a delivery slot; rowWaiters, the
+//     leased rows waiting for one.
 type admission struct {
 	wake chan struct{}
 	// announced is true when, since the fetcher last leased, something
@@ -33,21 +34,20 @@ type admission struct {
 	// fetcher leases one row even without a free slot to find out.
 	probe     atomic.Bool
 	lastLease atomic.Int64 // when the fetcher last leased, Unix nanoseconds
-	// backlog is true while ready rows are waiting for a free slot: the
-	// last lease filled everything it asked for, or rows were announced
-	// while every slot was busy. It holds claims to half the limit, so
-	// the rows get the other half; and a finished delivery wakes the
-	// fetcher.
+	// backlog is true while ready rows are waiting in the journal: the
+	// last lease filled everything it asked for. A finished delivery then
+	// wakes the fetcher (a quarter of the slots at a time).
 	backlog atomic.Bool
-	// slotWait is true while the fetcher, woken with nothing announced,
-	// found every slot busy: a freed slot must wake it, but nothing says
-	// rows are waiting, so claims are not held back for it (a poll that
-	// found the slots busy used to set backlog, halving the claims and
-	// sending the declined events through a lease statement, which kept it
-	// set).
+	// slotWait is true while the fetcher, woken, found every slot busy:
+	// a freed slot must wake it. (Busy slots used to count as a backlog,
+	// which held claims to half the limit and sent the declined events
+	// through lease statements, which kept the flag up.)
 	slotWait    atomic.Bool
 	claims      atomic.Int32
 	slotWaiters atomic.Int32
+	// rowWaiters counts leased rows waiting for a slot (added as the
+	// fetcher starts them, so its next lease sees them).
+	rowWaiters atomic.Int32
 }
 
 // pollsBeforeProbe is how many poll intervals without a lease make a poll
@@ -107,24 +107,21 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 func (f *Forwarder) fetchOnce() bool {
 	free := f.free()
 	if free <= 0 {
-		// A finished delivery wakes us; with rows announced, claims leave
-		// them half the limit meanwhile.
-		if f.announced.Load() {
-			f.backlog.Store(true)
-		} else {
-			f.slotWait.Store(true)
-		}
+		f.slotWait.Store(true) // a finished delivery wakes us
 		// Unless it finished just before the store and saw no flag up:
 		// look again now that it is.
 		if free = f.free(); free <= 0 {
-			if !f.probe.Swap(false) {
+			// Every slot busy. Rows announced (or looked for by a probe)
+			// may be waiting behind claims, and claims waiting for a slot
+			// take every freed one: lease some anyway, up to half the
+			// limit, to wait for slots in turn with the claims (a
+			// channel's senders are served first come, first served).
+			if !f.announced.Load() && !f.probe.Load() {
 				return false
 			}
-			// One row, to learn whether any waits: it waits for a slot
-			// like a row whose slot a claim took first, and a full lease
-			// of one makes a backlog (a guess would halve the claims and
-			// send the declined events through lease statements).
-			free = 1
+			if free = f.limit.current()/2 - int(f.rowWaiters.Load()); free <= 0 {
+				return false
+			}
 		}
 	}
 	f.probe.Store(false)
@@ -172,23 +169,20 @@ func (f *Forwarder) fetchOnce() bool {
 // delivery. The claim holds no delivery slot until Dispatch finds one
 // free (slots bound the requests to the backends, not the commits). It
 // declines before Start and after Stop; when the slots' ceiling of claims
-// are already waiting for their commit or a slot; when as many committed
-// claims as the in-flight limit in force are waiting for a slot (each
-// holds its body, and would wait longer than the rows in the journal);
-// and, while rows wait in the journal, once claims are as many as half
-// the limit: new events keep the cheap path without starving the backlog,
-// which always has the other half. Every accepted claim must end in
-// exactly one Dispatch or Unclaim.
+// are already waiting for their commit or a slot; and when as many
+// committed claims as the in-flight limit in force (or a quarter of the
+// ceiling, when more) are waiting for a slot, each holding its body.
+// Every accepted claim must end in exactly one Dispatch or Unclaim.
 func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 	// Claims in their commit hold no slot and are bounded by the ceiling
 	// (the unslotted channel's capacity), not the limit in force: an event
 	// declined for them would wait for a slot all the same, in the
-	// journal, and cost a lease statement more.
-	if waiting, backlog := f.slotWaiters.Load(), f.backlog.Load(); waiting > 0 || backlog {
-		limit := f.limit.current()
-		if int(waiting) >= max(limit, cap(f.slots)/4) || backlog && int(f.claims.Load()) >= max(1, limit/2) {
-			return 0, false
-		}
+	// journal, and cost a lease statement more. Rows waiting in the
+	// journal are not starved by claims: the fetcher leases them even
+	// with every slot busy, and they wait for slots in turn with the
+	// claims (fetchOnce).
+	if waiting := f.slotWaiters.Load(); waiting > 0 && int(waiting) >= max(f.limit.current(), cap(f.slots)/4) {
+		return 0, false
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

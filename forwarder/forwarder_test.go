@@ -1197,82 +1197,94 @@ func (g *gatedLeases) Lease(ctx context.Context, n int, leaseFor time.Duration) 
 	return g.Store.Lease(ctx, n, leaseFor)
 }
 
-// While rows wait in the journal, claims are at most half the slots: the
-// backlog keeps the other half even when new events arrive faster than
-// the fetcher leases. That holds with every slot taken too, when claims
-// would wait for a slot.
-func TestClaimsLeaveHalfTheSlotsToABacklog(t *testing.T) {
+// Rows waiting in the journal and claims of new events take turns for the
+// delivery slots: claims are not held back by a backlog (each one held back
+// would cost a lease statement), and the fetcher leases up to half the
+// limit of rows to wait for slots with them even while every slot is busy,
+// so a backlog drains as new events keep coming.
+func TestBacklogRowsWaitInTurnWithClaims(t *testing.T) {
 	j := openJournal(t, "postgres")
 	for i := range 20 {
 		appendEvent(t, j, fmt.Sprintf("evt_backlog_%d", i))
 	}
-	// Each delivery waits for a token (or for hold to close).
-	tokens, hold := make(chan struct{}, 16), make(chan struct{})
-	var arrived atomic.Int32
+	var (
+		mu    sync.Mutex
+		order []string
+	)
+	tokens, hold := make(chan struct{}, 64), make(chan struct{})
 	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		arrived.Add(1)
+		mu.Lock()
+		order = append(order, r.Header.Get(forwarder.HeaderSourceEventID))
+		mu.Unlock()
 		select {
 		case <-tokens:
 		case <-hold:
 		}
 	}))
-	t.Cleanup(backend.Close) // after the cleanup below has let its handlers go
-	g := &gatedLeases{Store: j, waiting: make(chan struct{}, 1)}
-	f, _ := startForwarder(t, g, backend.URL, func(c *forwarder.Config) { c.Concurrency = 8; c.PollInterval = time.Hour })
-	holdOpen := sync.OnceFunc(func() { close(hold) })
-	held := 0          // claims accepted and not given back
-	t.Cleanup(func() { // before Stop (cleanups run last first): nothing may stay blocked
-		for range held {
-			f.Unclaim()
+	t.Cleanup(backend.Close)
+	f, _ := startForwarder(t, j, backend.URL, func(c *forwarder.Config) { c.Concurrency = 8; c.PollInterval = time.Hour })
+	t.Cleanup(sync.OnceFunc(func() { close(hold) })) // before Stop: no delivery stays blocked
+	arrived := func() int { mu.Lock(); defer mu.Unlock(); return len(order) }
+	processing := func() int {
+		st, err := j.Stats(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		holdOpen()
-		g.open()
-	})
-	// The first lease fills the eight slots (20 rows wait): a backlog.
+		return st.ByStatus[journal.StatusProcessing]
+	}
 	deadline := time.Now().Add(5 * time.Second)
-	for arrived.Load() < 8 {
+	for arrived() < 8 { // the first lease fills the eight slots; 12 rows wait
 		if time.Now().After(deadline) {
-			t.Fatalf("%d deliveries in flight, want 8", arrived.Load())
+			t.Fatalf("%d deliveries in flight, want 8", arrived())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Claims stop at half the slots, given back after.
-	claimHalf := func(when string) {
-		t.Helper()
-		for range 4 {
-			if _, ok := f.Claim(); !ok {
-				t.Fatalf("claim %d declined %s", held+1, when)
-			}
-			held++
+	// A backlog does not hold claims back: four claimed events wait for
+	// a slot.
+	claim := func(i int) {
+		leaseFor, ok := f.Claim()
+		if !ok {
+			t.Fatalf("claim %d declined with rows waiting", i+1)
 		}
-		if _, ok := f.Claim(); ok {
-			held++
-			t.Fatalf("a fifth claim accepted %s while rows wait", when)
-		}
-		for ; held > 0; held-- {
-			f.Unclaim()
+		f.Dispatch(appendClaimed(t, j, fmt.Sprintf("evt_claimed_%d", i), leaseFor))
+	}
+	for i := range 4 {
+		claim(i)
+	}
+	// Rows announced while every slot is busy: the fetcher leases half
+	// the limit of them (4) to wait in turn with the claims.
+	f.Wake()
+	for deadline := time.Now().Add(5 * time.Second); processing() < 8+4+4; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d rows processing, want 16 (8 delivering, 4 claimed, 4 leased to wait)", processing())
 		}
 	}
-	claimHalf("with every slot taken (claims wait for a slot)")
-	// Hold the next lease and let two deliveries finish: with a quarter
-	// of the slots free the fetcher reserves those two and waits at the
-	// gate. Then the six others finish: six free slots, rows waiting.
-	g.close()
-	tokens <- struct{}{}
-	tokens <- struct{}{}
-	select {
-	case <-g.waiting:
-	case <-time.After(5 * time.Second):
-		t.Fatal("the fetcher did not try to lease again")
+	time.Sleep(50 * time.Millisecond) // the four leased rows reach their wait for a slot
+	if got := processing(); got != 16 {
+		t.Fatalf("%d rows processing, want 16: the fetcher leased more than half the limit to wait", got)
 	}
-	for range 6 {
+	// Four more claims, behind the rows.
+	for i := 4; i < 8; i++ {
+		claim(i)
+	}
+	for range 64 {
 		tokens <- struct{}{}
 	}
-	claimHalf("with free slots")
-	g.open()
-	holdOpen()
-	// The backlog drains: every event is delivered.
-	testdb.WaitDone(t, j, 20, 10*time.Second)
+	testdb.WaitDone(t, j, 28, 20*time.Second)
+	mu.Lock()
+	defer mu.Unlock()
+	// The next eight slots went to the waiting, in turn: rows of the
+	// backlog among them, not only claims (without leasing while the slots
+	// were busy, the eight claims would all have gone first).
+	rows := 0
+	for _, id := range order[8:16] {
+		if strings.HasPrefix(id, "evt_backlog_") {
+			rows++
+		}
+	}
+	if rows == 0 {
+		t.Fatalf("the eight slots freed first all went to claims: %v", order)
+	}
 }
 
 // heldOutcomes is a journal whose Complete waits while its gate is closed.

@@ -163,6 +163,7 @@ func (f *Forwarder) startLeased(j job) {
 	case f.slots <- struct{}{}:
 		f.goDeliver(func() { f.deliver(j) })
 	default:
+		f.rowWaiters.Add(1) // here, not in the goroutine: the next lease counts it
 		f.goDeliver(func() { f.deliverWhenSlot(j) })
 	}
 }
@@ -173,17 +174,24 @@ func (f *Forwarder) startLeased(j job) {
 // row is handed back to the journal without spending its attempt, and
 // whoever leases it next delivers it.
 func (f *Forwarder) deliverWhenSlot(j job) {
+	// Claim declines while as many claims as the limit wait here; the
+	// fetcher leases rows to wait here up to half the limit (counted by
+	// startLeased, before this goroutine runs).
+	waited := func() { f.rowWaiters.Add(-1) }
+	if j.claimed {
+		waited = func() { f.slotWaiters.Add(-1) }
+	}
 	select {
 	case f.slots <- struct{}{}:
+		if !j.claimed {
+			waited()
+		}
 		f.startSlotted(j)
 		return
 	default:
 	}
-	// Claim declines while as many claims as the limit wait here.
-	waited := func() {}
 	if j.claimed {
 		f.slotWaiters.Add(1)
-		waited = func() { f.slotWaiters.Add(-1) }
 	}
 	// What the lease has left, less a whole attempt and half the margin
 	// (a lease already over, or a zero expiry, waits not at all).
