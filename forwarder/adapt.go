@@ -71,6 +71,9 @@ func newInFlightLimit(ceiling int, now time.Time) *inFlightLimit {
 	return &inFlightLimit{limit: min(ceiling, adaptInitial), max: ceiling, start: now}
 }
 
+// ceiling is the most the limit may grow to.
+func (l *inFlightLimit) ceiling() int { return l.max }
+
 // current is the limit now.
 func (l *inFlightLimit) current() int {
 	l.mu.Lock()

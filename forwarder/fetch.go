@@ -7,6 +7,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -31,7 +32,7 @@ type admission struct {
 	// probe is set by a poll once the fetcher has not leased for
 	// pollsBeforeProbe polls: rows nobody announced (a retry that came
 	// due) may be waiting behind claims that keep every slot busy, so the
-	// fetcher leases one row even without a free slot to find out.
+	// fetcher leases even without a free slot to find out.
 	probe     atomic.Bool
 	lastLease atomic.Int64 // when the fetcher last leased, Unix nanoseconds
 	// backlog is true while ready rows are waiting in the journal: the
@@ -105,6 +106,7 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 // fetchOnce leases one batch and starts its deliveries; it reports whether
 // to lease again at once (the batch was full and slots are left).
 func (f *Forwarder) fetchOnce() bool {
+	busy := false // leasing rows to wait for a slot
 	free := f.free()
 	if free <= 0 {
 		f.slotWait.Store(true) // a finished delivery wakes us
@@ -119,13 +121,17 @@ func (f *Forwarder) fetchOnce() bool {
 			if !f.announced.Load() && !f.probe.Load() {
 				return false
 			}
-			if free = f.limit.current()/2 - int(f.rowWaiters.Load()); free <= 0 {
+			if free = max(1, f.limit.current()/2) - int(f.rowWaiters.Load()); free <= 0 {
 				return false
 			}
+			busy = true
 		}
 	}
 	f.probe.Store(false)
-	f.slotWait.Store(false)
+	if !busy {
+		// Still waiting for slots otherwise: a freed one wakes us.
+		f.slotWait.Store(false)
+	}
 	// Consumed by this lease: a Wake from now on is for the next one.
 	f.announced.Store(false)
 	f.lastLease.Store(f.cfg.Now().UnixNano())
@@ -149,8 +155,14 @@ func (f *Forwarder) fetchOnce() bool {
 	// Outcomes are retried until shortly before the lease expires.
 	recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
 	// Rows leased together are admitted together: one governor call per
-	// provider instead of one per row.
-	pre := f.preAdmit(leased)
+	// provider instead of one per row. Not rows that will wait for a
+	// slot: their permits would be held (and refused to deliveries that
+	// are running) while they wait, and the decision be stale when they
+	// start; each asks when it has its slot.
+	var pre []*governor.Decision
+	if !busy {
+		pre = f.preAdmit(leased)
+	}
 	for i, d := range leased {
 		f.inflight.Add(1)
 		j := job{d: d, recordBy: recordBy}
@@ -181,7 +193,7 @@ func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 	// journal are not starved by claims: the fetcher leases them even
 	// with every slot busy, and they wait for slots in turn with the
 	// claims (fetchOnce).
-	if waiting := f.slotWaiters.Load(); waiting > 0 && int(waiting) >= max(f.limit.current(), cap(f.slots)/4) {
+	if waiting := f.slotWaiters.Load(); waiting > 0 && int(waiting) >= max(f.limit.current(), f.limit.ceiling()/4) {
 		return 0, false
 	}
 	f.mu.Lock()

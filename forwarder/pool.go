@@ -174,10 +174,18 @@ func (f *Forwarder) startLeased(j job) {
 // row is handed back to the journal without spending its attempt, and
 // whoever leases it next delivers it.
 func (f *Forwarder) deliverWhenSlot(j job) {
-	// Claim declines while as many claims as the limit wait here; the
-	// fetcher leases rows to wait here up to half the limit (counted by
-	// startLeased, before this goroutine runs).
-	waited := func() { f.rowWaiters.Add(-1) }
+	// Claim declines new claims while as many as the limit (or a quarter
+	// of its ceiling) wait here; the fetcher leases rows to wait here up
+	// to half the limit (counted by startLeased, before this goroutine
+	// runs), and more of them as these get their slots.
+	waited := func() {
+		limit := f.limit.current()
+		if n := f.rowWaiters.Add(-1); int(n) <= limit/4 && (f.backlog.Load() || f.announced.Load()) {
+			// Freed slots go to the waiting, so free ones never add up
+			// to a quarter while claims wait: ask for more rows here.
+			f.poke()
+		}
+	}
 	if j.claimed {
 		waited = func() { f.slotWaiters.Add(-1) }
 	}
@@ -220,7 +228,11 @@ func (f *Forwarder) deliverWhenSlot(j job) {
 	} else {
 		f.inflight.Done()
 	}
-	f.Wake() // the row is ready again; a slot freeing up wakes the fetcher for it
+	// The row is ready again; a slot freeing up wakes the fetcher for it.
+	// Not announced: leased at once to wait for a slot again, it would
+	// only come back again (a row nobody announces is probed for after
+	// a few polls).
+	f.poke()
 }
 
 // startSlotted delivers j, which now holds a slot.
