@@ -17,7 +17,7 @@ import (
 //     receives);
 //   - announced, probe and lastLease, set by Wake, the poll and the
 //     fetcher;
-//   - backlog and slotWait, set by the fetcher, read by the pool and Claim;
+//   - backlog and slotWait, set by the fetcher, read by the pool;
 //   - claims, the claims not yet over (Claim to the end of the attempt, or
 //     to Unclaim, or to handing the row back), and slotWaiters, those of
 //     them committed and waiting for a delivery slot; rowWaiters, the
@@ -150,7 +150,7 @@ func (f *Forwarder) fetchOnce() bool {
 		}
 		return false
 	}
-	// Set before the deliveries start, for the claims they race with.
+	// Set before the deliveries start: their ends read it.
 	f.backlog.Store(len(leased) == n)
 	// Outcomes are retried until shortly before the lease expires.
 	recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
