@@ -128,10 +128,11 @@ func (f *Forwarder) fetchOnce() bool {
 		}
 	}
 	f.probe.Store(false)
-	if !busy {
-		// Still waiting for slots otherwise: a freed one wakes us.
-		f.slotWait.Store(false)
-	}
+	// Cleared even when leasing rows to wait: kept while every slot stays
+	// busy, it made the next event of an order key wait for a freed slot
+	// or the poll (attempt.go skips its wake while the fetcher waits).
+	// The rows leased to wait ask for more as they get their slots.
+	f.slotWait.Store(false)
 	// Consumed by this lease: a Wake from now on is for the next one.
 	f.announced.Store(false)
 	f.lastLease.Store(f.cfg.Now().UnixNano())
