@@ -317,10 +317,15 @@ func (s *protectedSet) heldTotal(reason string, replicas ...int) float64 {
 // the journal has nothing undelivered; it fails on a dead event.
 func (s *protectedSet) waitAllDelivered(n int, within time.Duration, via int) {
 	s.t.Helper()
-	waitFor(s.t, within, fmt.Sprintf("%d events delivered", n), func() bool {
+	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
 		got, _ := s.backend.delivered()
-		return got == n
-	})
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			s.t.Fatalf("waited %s for %d events delivered: %d were", within, n, got)
+		}
+	}
 	var v struct {
 		Events []json.RawMessage `json:"events"`
 	}
@@ -578,7 +583,9 @@ func TestE2EPauseAcrossReplicasAndRestarts(t *testing.T) {
 	if code := s.api(2, http.MethodPost, "/api/backends/resume", `{"backend":"`+origin+`","reason":"deployed"}`, nil); code != 200 {
 		t.Fatalf("resume: %d", code)
 	}
-	s.waitAllDelivered(40, 30*time.Second, 0)
+	// 40 events at 20/s take 2 s; the rest is room for a machine running
+	// the whole suite under -race (30 s was once too short there).
+	s.waitAllDelivered(40, 60*time.Second, 0)
 	// 40 events at 20/s with a burst of 5: not before about 1.7 s.
 	if took := time.Since(resumed); took < 1500*time.Millisecond {
 		t.Errorf("backlog of 40 delivered in %s after resume: faster than 20/s", took)
