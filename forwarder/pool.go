@@ -163,6 +163,12 @@ func (f *Forwarder) startLeased(j job) {
 	case f.slots <- struct{}{}:
 		f.goDeliver(func() { f.deliver(j) })
 	default:
+		// Its slot went to a claim: the governor's decision taken with the
+		// lease would be stale by the time a slot frees (a rate token spent
+		// now, the request sent later, beside others granted then), so its
+		// permit goes back and it asks again when it has a slot.
+		f.unadmitPre(j)
+		j.pre = nil
 		f.rowWaiters.Add(1) // here, not in the goroutine: the next lease counts it
 		f.goDeliver(func() { f.deliverWhenSlot(j) })
 	}
