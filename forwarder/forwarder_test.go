@@ -883,8 +883,10 @@ func TestClaimsWaitingForASlotAreBounded(t *testing.T) {
 func TestBusySlotsAreNoBacklog(t *testing.T) {
 	j := openJournal(t, "postgres")
 	backend, srv := newHeldBackend(t)
-	f, _ := startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
-		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 200*time.Millisecond
+	c := &countedLeases{Store: j}
+	started := time.Now()
+	f, _ := startForwarder(t, c, srv.URL, func(c *forwarder.Config) {
+		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 400*time.Millisecond
 	})
 	for _, id := range []string{"evt_a", "evt_b", "evt_c", "evt_d"} {
 		leaseFor, ok := f.Claim()
@@ -894,9 +896,10 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 		f.Dispatch(appendClaimed(t, j, id, leaseFor))
 	}
 	backend.waitArrived(t, 4) // every slot busy at the backend
-	// Polls every 200 ms find no free slot; claims (more than half the
+	leases := c.n.Load()
+	// Polls every 400 ms find no free slot; claims (more than half the
 	// limit: the four delivering count) stay accepted through two of them.
-	for start := time.Now(); time.Since(start) < 450*time.Millisecond; time.Sleep(10 * time.Millisecond) {
+	for start := time.Now(); time.Since(start) < 900*time.Millisecond; time.Sleep(10 * time.Millisecond) {
 		_, ok1 := f.Claim()
 		_, ok2 := f.Claim()
 		if ok1 {
@@ -908,6 +911,12 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 		if !ok1 || !ok2 {
 			t.Fatalf("claim declined %s into polls with busy slots and no row announced", time.Since(start))
 		}
+	}
+	// Nor do those polls cost a lease statement: nothing was announced,
+	// and the probe for unannounced rows waits for five polls (2 s) after
+	// the start's lease; a slower setup may have reached it.
+	if got := c.n.Load(); got != leases && time.Since(started) < 2*time.Second {
+		t.Fatalf("%d lease statements during polls with every slot busy and nothing announced", got-leases)
 	}
 	backend.release()
 	testdb.WaitDone(t, j, 4, 10*time.Second)
