@@ -2,10 +2,16 @@ package journal
 
 import (
 	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
+	"unicode/utf8"
 )
 
 // batchEntry is one distinct key of a batch, with the batch indexes that
@@ -119,3 +125,87 @@ func recordsCopy(o Outcome) bool { return o == Conflict || o == Replayed }
 // show what went wrong; more would let a sender resending one body fill
 // the disk.
 const maxCopies = 10
+
+// unstorable says why an event's values cannot be stored as they are by
+// either store, or returns nil. Every field of an Event comes from a
+// request, and one value a column refuses (a NUL, invalid UTF-8: PostgreSQL
+// refuses both in text, SQLSTATE 22021) would fail the whole group commit
+// it shares with other senders' events. Such an event is Refused alone,
+// before any statement; the values checked here are those the ingress
+// cannot escape without changing what they mean (the key, the path, the
+// query). Header values are kept byte for byte (rawHeaderValues), bodies
+// are bytes, and order keys arrive as digests (OrderKeyDigest).
+func unstorable(e *Event) error {
+	for _, f := range [...]struct{ name, v string }{
+		{"provider", e.Provider}, {"event id", e.EventID}, {"event type", e.EventType},
+		{"content hash", e.ContentHash}, {"path", e.Path}, {"query", e.RawQuery}, {"order key", e.OrderKey},
+	} {
+		if !storableField(f.v) {
+			return fmt.Errorf("the %s holds a NUL or is not valid UTF-8", f.name)
+		}
+	}
+	for name := range e.Headers {
+		if !storableField(name) || strings.HasPrefix(name, rawPrefix) {
+			return errors.New("a header name is not storable")
+		}
+	}
+	return nil
+}
+
+// storableField reports whether s fits a text column of both stores as it
+// is: valid UTF-8 without NUL.
+func storableField(s string) bool {
+	return utf8.ValidString(s) && strings.IndexByte(s, 0) < 0
+}
+
+// appendScreened refuses the events whose values cannot be stored
+// (unstorable) and appends the rest with appendFn, so that one event's
+// bytes never fail another's commit. A batch that holds none costs one
+// pass over its fields.
+func appendScreened(ctx context.Context, events []Event, appendFn func(context.Context, []Event) ([]Result, error)) ([]Result, error) {
+	bad := -1
+	for i := range events {
+		if unstorable(&events[i]) != nil {
+			bad = i
+			break
+		}
+	}
+	if bad < 0 {
+		return appendFn(ctx, events)
+	}
+	results := make([]Result, len(events))
+	kept := make([]Event, 0, len(events)-1)
+	at := make([]int, 0, len(events)-1)
+	for i := range events {
+		if i >= bad && unstorable(&events[i]) != nil {
+			results[i] = Result{Outcome: Refused}
+			continue
+		}
+		kept, at = append(kept, events[i]), append(at, i)
+	}
+	if len(kept) == 0 {
+		return results, nil
+	}
+	got, err := appendFn(ctx, kept)
+	if err != nil {
+		return nil, err
+	}
+	for k, i := range at {
+		results[i] = got[k]
+	}
+	return results, nil
+}
+
+// OrderKeyDigest is the form in which an order key value is stored,
+// locked and indexed: "sha256:" and the hex SHA-256 of the value, a fixed
+// 71 bytes whatever the sender put in it (NUL, invalid UTF-8, 60 KB). ""
+// stays "" (unordered).
+func OrderKeyDigest(v string) string {
+	if v == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(v))
+	return orderKeyPrefix + hex.EncodeToString(sum[:])
+}
+
+const orderKeyPrefix = "sha256:"

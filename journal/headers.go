@@ -35,12 +35,13 @@ func decodeHeaders(s string) (http.Header, error) {
 const rawPrefix = ":raw:"
 
 // rawHeaderValues returns h, or a copy of it in which every header with a
-// value that is not valid UTF-8 is moved to its rawPrefix key, base64.
+// value that is not valid UTF-8, or holds a NUL (which PostgreSQL's jsonb
+// refuses), is moved to its rawPrefix key, base64.
 func rawHeaderValues(h http.Header) http.Header {
 	var out http.Header
 	for name, vs := range h {
 		for _, v := range vs {
-			if utf8.ValidString(v) {
+			if utf8.ValidString(v) && strings.IndexByte(v, 0) < 0 {
 				continue
 			}
 			if out == nil {

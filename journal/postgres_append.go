@@ -26,6 +26,11 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	if len(events) == 0 {
 		return nil, nil
 	}
+	return appendScreened(ctx, events, p.appendBatch)
+}
+
+// appendBatch is Append of events whose values are storable.
+func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, error) {
 	entries := groupByKey(events)
 	n := len(entries)
 	providers, ids, types, hashes := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -77,7 +82,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 	} = p.ingest
 	tx, err := p.lockOrderKeys(ctx, providers, orderKeys)
 	if err != nil {
-		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+		return p.appendFailed(ctx, events, err)
 	}
 	if tx != nil {
 		q = tx
@@ -118,18 +123,7 @@ func (p *Postgres) Append(ctx context.Context, events []Event) ([]Result, error)
 			// Before any retry: its order-key locks would stop the retry.
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 		}
-		if isDataError(err) {
-			// The database refused a value (a data exception is about the
-			// request, not the database): retrying cannot help. Alone, the
-			// event is Refused; in a batch, each event is appended alone so
-			// only the culprit is refused and the rest go on.
-			if len(events) == 1 {
-				p.log.Warn("journal refused an event's data", zap.String("provider", events[0].Provider), zap.Error(err))
-				return []Result{{Outcome: Refused}}, nil
-			}
-			return p.appendOneByOne(ctx, events)
-		}
-		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+		return p.appendFailed(ctx, events, err)
 	}
 
 	if inserted > 0 && notify != "" {
@@ -234,6 +228,23 @@ func (p *Postgres) existingByKey(ctx context.Context, provs, ids []string) (map[
 		return nil, fmt.Errorf("look up existing events: %w", err)
 	}
 	return found, nil
+}
+
+// appendFailed answers a batch whose statement or commit failed with err.
+// A data exception is about a request's values, not the database:
+// retrying the batch cannot help, so alone the event is Refused, and in a
+// batch each event is appended alone, so that only the culprit is refused
+// and the rest go on. Any other error fails the batch (nothing of it is
+// committed).
+func (p *Postgres) appendFailed(ctx context.Context, events []Event, err error) ([]Result, error) {
+	if !isDataError(err) {
+		return nil, fmt.Errorf("append %d events: %w", len(events), err)
+	}
+	if len(events) == 1 {
+		p.log.Warn("journal refused an event's data", zap.String("provider", events[0].Provider), zap.Error(err))
+		return []Result{{Outcome: Refused}}, nil
+	}
+	return p.appendOneByOne(ctx, events)
 }
 
 // appendOneByOne appends each event in its own statement (an event whose

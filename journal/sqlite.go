@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	_ "modernc.org/sqlite" // the pure-Go SQLite driver (no cgo)
+	_ "modernc.org/sqlite" // the pure-Go SQLite driver (no cgo); see sqlite_funcs.go
 )
 
 // ErrLocked: another process holds the embedded journal's file.

@@ -13,6 +13,11 @@ func (s *SQLite) Append(ctx context.Context, events []Event) ([]Result, error) {
 	if len(events) == 0 {
 		return nil, nil
 	}
+	return appendScreened(ctx, events, s.appendBatch)
+}
+
+// appendBatch is Append of events whose values are storable.
+func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, error) {
 	entries := groupByKey(events)
 	results := make([]Result, len(events))
 	now := s.now().UnixNano()

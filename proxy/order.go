@@ -1,8 +1,6 @@
 package proxy
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
@@ -53,12 +51,11 @@ func ParseOrderKey(s string) (OrderKey, error) {
 // On reports whether the provider orders its events.
 func (k OrderKey) On() bool { return k.Pointer != "" || k.Header != "" }
 
-// maxOrderKey bounds a key as stored (it is indexed); a longer value is
-// stored as its digest, which orders the same events.
-const maxOrderKey = 200
-
-// Value returns the event's order key: "" when the provider orders
-// nothing or the event does not carry the key (it is then unordered).
+// Value returns the event's order key, as the digest the journal stores,
+// locks and indexes (journal.OrderKeyDigest): "" when the provider orders
+// nothing or the event does not carry the key (it is then unordered). The
+// value is the sender's, so it may hold anything (a NUL, invalid UTF-8,
+// 60 KB); its digest holds none of it.
 func (k OrderKey) Value(h http.Header, body []byte) string {
 	var v string
 	switch {
@@ -67,11 +64,7 @@ func (k OrderKey) Value(h http.Header, body []byte) string {
 	case k.Pointer != "":
 		v, _ = journal.PointerText(body, k.Pointer)
 	}
-	if len(v) > maxOrderKey {
-		sum := sha256.Sum256([]byte(v))
-		v = "sha256:" + hex.EncodeToString(sum[:])
-	}
-	return v
+	return journal.OrderKeyDigest(v)
 }
 
 func validHeaderName(s string) bool {

@@ -4,7 +4,9 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
+	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 )
 
@@ -57,15 +59,24 @@ func TestOrderKeyValue(t *testing.T) {
 		{proxy.OrderKey{Header: "X-Order-Id"}, http.Header{}, `{}`, ""},
 		{proxy.OrderKey{}, nil, `{"data":{"object":{"id":"sub_123"}}}`, ""},
 	} {
-		if got := tc.key.Value(tc.h, []byte(tc.body)); got != tc.want {
-			t.Errorf("%+v over %s: %q, want %q", tc.key, tc.body, got, tc.want)
+		// Every key is stored as the digest of its value.
+		if got := tc.key.Value(tc.h, []byte(tc.body)); got != journal.OrderKeyDigest(tc.want) {
+			t.Errorf("%+v over %s: %q, want the digest of %q", tc.key, tc.body, got, tc.want)
 		}
 	}
-	// A long key is stored as its digest: the same value, the same key.
-	a := stripe.Value(nil, []byte(`{"data":{"object":{"id":"`+long+`"}}}`))
-	b := stripe.Value(nil, []byte(`{"data":{"object":{"id":"`+long+`"}}}`))
-	if !strings.HasPrefix(a, "sha256:") || a != b || len(a) > 200 {
-		t.Errorf("long key stored as %q", a)
+	// Any value, long or hostile, is a fixed-size storable digest: the
+	// same value, the same key; another value, another key.
+	for _, v := range []string{long, `\u0000`, `\udc00`, `a\u0000b`} {
+		a := stripe.Value(nil, []byte(`{"data":{"object":{"id":"`+v+`"}}}`))
+		b := stripe.Value(nil, []byte(`{"data":{"object":{"id":"`+v+`"}}}`))
+		if !strings.HasPrefix(a, "sha256:") || a != b || len(a) != 71 || !utf8.ValidString(a) {
+			t.Errorf("key %q stored as %q", v, a)
+		}
+	}
+	h1 := proxy.OrderKey{Header: "X-Entity"}.Value(http.Header{"X-Entity": {"\xff\xfe"}}, nil)
+	h2 := proxy.OrderKey{Header: "X-Entity"}.Value(http.Header{"X-Entity": {"\xff\xfd"}}, nil)
+	if h1 == h2 || len(h1) != 71 || !utf8.ValidString(h1) {
+		t.Errorf("invalid UTF-8 header keys stored as %q and %q", h1, h2)
 	}
 }
 

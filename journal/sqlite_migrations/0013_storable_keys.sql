@@ -1,0 +1,6 @@
+-- 0013: see the PostgreSQL migration 0016 (whguard_sha256_hex is a function
+-- the embedded store registers with the driver).
+UPDATE whguard_events
+SET order_key = 'sha256:' || whguard_sha256_hex(order_key)
+WHERE order_holds = 1 AND order_key NOT LIKE 'sha256:%';
+ALTER TABLE whguard_payloads ADD COLUMN scheme TEXT;
