@@ -68,6 +68,11 @@ var _ Checker = (*verify.Provider)(nil)
 type Route struct {
 	// Path is the exact ingress path (WHGUARD_<NAME>_PATH).
 	Path string
+	// ForwardPath is where the backend's handler of these events lives
+	// when it is not Path (WHGUARD_<NAME>_FORWARD_PATH). With pass-through
+	// no spelling of it (nor of Path) is passed on: only deliveries reach
+	// it.
+	ForwardPath string
 	// Provider verifies and keys the requests on Path.
 	Provider Checker
 	// MaxBodyBytes bounds the body; 0 means DefaultMaxBodyBytes.
@@ -164,6 +169,7 @@ type Ingress struct {
 	dispatch Dispatcher
 	budget   *bodyBudget
 	pass     http.Handler
+	guards   guardSet
 	replies  ReplyReader
 }
 
@@ -194,6 +200,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		dispatch: cfg.Dispatcher,
 		budget:   newBodyBudget(cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)),
 		pass:     cfg.PassThrough,
+		guards:   newGuardSet(cfg.Routes),
 		replies:  cfg.Replies,
 	}
 	if in.log == nil {
@@ -238,12 +245,15 @@ type acceptedReply struct {
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.now()
 	route, ok := in.routes[r.URL.Path]
-	if !ok && in.pass != nil {
+	if !ok && in.pass != nil && !in.guards.covers(r.URL.EscapedPath()) {
 		in.pass.ServeHTTP(w, r) // not a webhook: the app's own traffic
 		return
 	}
 	if !ok {
 		// The path says which sender is misconfigured (or who is probing).
+		// With pass-through, another spelling of a webhook path (or of a
+		// FORWARD_PATH) ends here too: the app's router might take it to
+		// its webhook handler, unverified.
 		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start,
 			zap.String("path", boundedPath(r.URL.Path)))
 		return

@@ -1009,7 +1009,7 @@ func TestPassThroughServesTheAppsOwnTraffic(t *testing.T) {
 	j := testdb.OpenStore(t, "sqlite", true)
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes: []proxy.Route{{Path: "/webhooks/std", Provider: p}}, Journal: j,
-		PassThrough: proxy.NewPassThrough(target, nil),
+		PassThrough: proxy.NewPassThrough(proxy.PassThroughConfig{Target: target}),
 	})
 	if err != nil {
 		t.Fatal(err)

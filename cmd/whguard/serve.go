@@ -86,7 +86,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 
 	var routes []proxy.Route
 	for _, p := range cfg.providers {
-		routes = append(routes, proxy.Route{Path: p.env.Path, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
+		routes = append(routes, proxy.Route{Path: p.env.Path, ForwardPath: p.env.ForwardPath, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
 			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout, Order: p.order})
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
 			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
@@ -322,5 +322,5 @@ func passThrough(cfg *config, log *zap.Logger) http.Handler {
 	}
 	target, _ := url.Parse(cfg.BackendURL) // checked by the configuration
 	target.RawQuery = ""
-	return proxy.NewPassThrough(target, log.Named("pass-through"))
+	return proxy.NewPassThrough(proxy.PassThroughConfig{Target: target, Logger: log.Named("pass-through")})
 }
