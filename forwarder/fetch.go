@@ -106,6 +106,9 @@ func (f *Forwarder) fetchLoop(ctx context.Context) {
 // fetchOnce leases one batch and starts its deliveries; it reports whether
 // to lease again at once (the batch was full and slots are left).
 func (f *Forwarder) fetchOnce() bool {
+	if !f.pausesKnown() {
+		return false
+	}
 	busy := false // leasing rows to wait for a slot
 	free := f.free()
 	if free <= 0 {
@@ -181,7 +184,7 @@ func (f *Forwarder) fetchOnce() bool {
 // Dispatch: no lease statement, and one write of the row fewer per
 // delivery. The claim holds no delivery slot until Dispatch finds one
 // free (slots bound the requests to the backends, not the commits). It
-// declines before Start and after Stop; when the slots' ceiling of claims
+// declines before Start and after Stop; until the pauses are read; when the slots' ceiling of claims
 // are already waiting for their commit or a slot; and when as many
 // committed claims as the in-flight limit in force (or a quarter of the
 // ceiling, when more) are waiting for a slot, each holding its body.
@@ -196,6 +199,9 @@ func (f *Forwarder) Claim() (leaseFor time.Duration, ok bool) {
 	// claims (fetchOnce).
 	if waiting := f.slotWaiters.Load(); waiting > 0 && int(waiting) >= max(f.limit.current(), f.limit.ceiling()/4) {
 		return 0, false
+	}
+	if f.pauses.Load() == nil {
+		return 0, false // see Start: pauses hold from the first moment
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()

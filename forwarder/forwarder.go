@@ -373,6 +373,18 @@ func New(cfg Config) (*Forwarder, error) {
 // returns. Cancelling ctx stops them (no more leasing) as Stop does; Stop
 // is still what waits for deliveries in flight.
 func (f *Forwarder) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("forwarder: start: %w", err)
+	}
+	// Pauses hold from the first moment: nothing is claimed or leased
+	// before they are read (Claim and fetchOnce check). Read here, before
+	// Start returns, so that claims start at once; should the journal not
+	// answer, the fetcher reads them before its first lease.
+	rctx, cancel := context.WithTimeout(ctx, f.cfg.PauseInterval+time.Second)
+	if err := f.refreshPauses(rctx); err != nil {
+		f.log.Warn("pauses not read at start; nothing is delivered until they are", zap.Error(err))
+	}
+	cancel()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.started {
@@ -380,9 +392,6 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	}
 	if f.stopped {
 		return errors.New("forwarder: stopped before it started")
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("forwarder: start: %w", err)
 	}
 	f.started = true
 	loopCtx, cancel := context.WithCancel(ctx)

@@ -46,6 +46,22 @@ func (f *Forwarder) pausedFor(provider string) (journal.Pause, bool) {
 	return p, ok
 }
 
+// pausesKnown reports whether the pauses have been read since the start,
+// reading them when they have not (the fetcher's first lease waits for
+// them: a pause holds from the first moment).
+func (f *Forwarder) pausesKnown() bool {
+	if f.pauses.Load() != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(f.aborted, f.cfg.PauseInterval+time.Second)
+	defer cancel()
+	if err := f.refreshPauses(ctx); err != nil {
+		f.log.Warn("pauses not read; nothing is delivered until they are", zap.Error(err))
+		return false
+	}
+	return true
+}
+
 // refreshPauses reads the pauses from the journal.
 func (f *Forwarder) refreshPauses(ctx context.Context) error {
 	list, err := f.cfg.Store.Pauses(ctx)

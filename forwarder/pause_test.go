@@ -2,7 +2,9 @@ package forwarder_test
 
 import (
 	"context"
+	"fmt"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,6 +66,71 @@ func TestPauseReachesEveryForwarderAndResumeDelivers(t *testing.T) {
 			if d := waitStatus(t, j, id, journal.StatusDone, 5*time.Second); d.Attempts != 1 {
 				t.Fatalf("event %d delivered after %d attempts", id, d.Attempts)
 			}
+		}
+	})
+}
+
+// TestPauseHoldsFromTheFirstMoment: a pause stored in the journal holds
+// from the first moment of every start, also for events claimed while the
+// forwarder starts (the ingress claims as soon as it listens): ten
+// restarts with traffic arriving during each start send nothing to the
+// paused backend. (Found: 164 deliveries reached a paused backend over 10
+// restarts, made before the first read of the pauses.)
+func TestPauseHoldsFromTheFirstMoment(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store string) {
+		t.Parallel()
+		ctx := context.Background()
+		j := openJournal(t, store)
+		be := &switchable{}
+		be.up.Store(true)
+		srv := httptest.NewServer(be)
+		t.Cleanup(srv.Close)
+		if _, err := j.Pause(ctx, journal.Pause{Kind: journal.PauseBackend, Name: forwarder.Origin(srv.URL), Reason: "maintenance"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 10 {
+			appendEvent(t, j, fmt.Sprintf("pending-%d", i))
+			f, err := forwarder.New(forwarder.Config{
+				Store: j, Targets: map[string]forwarder.Target{"acme": {BackendURL: srv.URL}},
+				PollInterval: 20 * time.Millisecond, PauseInterval: 50 * time.Millisecond, PauseHold: time.Hour,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Traffic as the ingress sends it, from before Start until
+			// after it.
+			var wg sync.WaitGroup
+			stop := make(chan struct{})
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; ; n++ {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					leaseFor, ok := f.Claim()
+					if !ok {
+						time.Sleep(time.Millisecond)
+						continue
+					}
+					f.Dispatch(appendClaimed(t, j, fmt.Sprintf("claimed-%d-%d", i, n), leaseFor))
+				}
+			}()
+			time.Sleep(5 * time.Millisecond)
+			if err := f.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(150 * time.Millisecond) // a fixed window in which nothing may be sent
+			close(stop)
+			wg.Wait()
+			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_ = f.Stop(sctx)
+			cancel()
+		}
+		if n := be.calls.Load(); n != 0 {
+			t.Fatalf("the paused backend got %d deliveries over 10 starts", n)
 		}
 	})
 }
