@@ -42,19 +42,28 @@ func (s BreakerState) String() string {
 type Outcome int
 
 const (
-	// Succeeded: any answer that is not a transient failure (a 2xx, and
-	// also a permanent 4xx: the backend is up, the event is wrong).
+	// Succeeded: any answer that is not a failure (a 2xx, and also a
+	// permanent 4xx: the backend is up, the event is wrong).
 	Succeeded Outcome = iota
-	// FailedTransiently: a connection error, a timeout, 408, 425, 429 or
-	// a 5xx.
+	// FailedTransiently: the backend failed whatever the event: a
+	// connection error, a timeout, 408, 429, 502, 503 or 504. Always a
+	// failure for the breaker.
 	FailedTransiently
+	// FailedOnEvent: a 500 or another 5xx (and 425), which may be about
+	// the event rather than the backend (a handler that throws on one
+	// event's content). A failure for the breaker only while no attempt
+	// to the backend succeeded within its window: poison events of one
+	// provider must not stop the deliveries that succeed.
+	FailedOnEvent
 )
 
 // OutcomeOf classifies an attempt by its HTTP status (0: no answer).
 func OutcomeOf(status int) Outcome {
 	switch {
-	case status == 0, status == 408, status == 425, status == 429, status >= 500:
+	case status == 0, status == 408, status == 429, status == 502, status == 503, status == 504:
 		return FailedTransiently
+	case status == 425, status >= 500:
+		return FailedOnEvent
 	}
 	return Succeeded
 }
@@ -73,6 +82,8 @@ type breaker struct {
 	cooldown              time.Duration
 	probe                 string // half-open: the probe's token
 	probeExpires          time.Time
+	// lastSuccess is when an attempt last Succeeded (zero: never).
+	lastSuccess time.Time
 }
 
 // slide moves the window to now.
@@ -118,6 +129,9 @@ func (b *breaker) check(now time.Time, token string, ttl time.Duration) (ok bool
 // state; attempts that end while the breaker is not closed (started
 // before it opened) are not counted.
 func (b *breaker) record(cfg BreakerConfig, now time.Time, token string, o Outcome) {
+	if o == Succeeded {
+		defer func() { b.lastSuccess = now }()
+	}
 	if b.state == BreakerHalfOpen && token == b.probe {
 		b.probe = ""
 		if o == Succeeded {
@@ -131,9 +145,12 @@ func (b *breaker) record(cfg BreakerConfig, now time.Time, token string, o Outco
 	if b.state != BreakerClosed {
 		return
 	}
+	if o == FailedOnEvent && !b.lastSuccess.IsZero() && now.Sub(b.lastSuccess) < cfg.Window {
+		return // other events succeed: this one is about its content
+	}
 	b.slide(cfg, now)
 	b.curTotal++
-	if o == FailedTransiently {
+	if o != Succeeded {
 		b.curFailed++
 	}
 	if total, failed := b.counts(cfg, now); total >= float64(cfg.MinAttempts) && failed >= cfg.FailureRatio*total {

@@ -27,15 +27,15 @@ const breakerSync = 250 * time.Millisecond
 // breakerFields are the hash's fields, in the scripts' order.
 const breakerLoad = `
 local function load(k)
-  local v = redis.call('HMGET', k, 'st', 'cs', 'ct', 'cf', 'pt', 'pf', 'until', 'cd', 'probe', 'pexp')
+  local v = redis.call('HMGET', k, 'st', 'cs', 'ct', 'cf', 'pt', 'pf', 'until', 'cd', 'probe', 'pexp', 'ls')
   return {st = tonumber(v[1]) or 0, cs = tonumber(v[2]) or 0, ct = tonumber(v[3]) or 0, cf = tonumber(v[4]) or 0,
     pt = tonumber(v[5]) or 0, pf = tonumber(v[6]) or 0, untl = tonumber(v[7]) or 0, cd = tonumber(v[8]) or 0,
-    probe = v[9] or '', pexp = tonumber(v[10]) or 0}
+    probe = v[9] or '', pexp = tonumber(v[10]) or 0, ls = tonumber(v[11]) or 0}
 end
 local function save(k, b)
   redis.call('HSET', k, 'st', b.st, 'cs', string.format('%.0f', b.cs), 'ct', tostring(b.ct), 'cf', tostring(b.cf),
     'pt', tostring(b.pt), 'pf', tostring(b.pf), 'until', string.format('%.0f', b.untl), 'cd', string.format('%.0f', b.cd),
-    'probe', b.probe, 'pexp', string.format('%.0f', b.pexp))
+    'probe', b.probe, 'pexp', string.format('%.0f', b.pexp), 'ls', string.format('%.0f', b.ls))
   redis.call('PEXPIRE', k, 3600000)
 end
 local t = redis.call('TIME')
@@ -44,16 +44,27 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
 // breakerRecordScript counts outcomes and settles a probe. KEYS[1] is the
 // hash; ARGV: window, min attempts, ratio, cooldown, max cooldown (µs),
-// attempts, failures, the probe's token ("" for none) and its outcome (0
-// succeeded, 1 failed), a probe token to abandon ("" for none). It
-// returns {state, µs until the probe may go}.
+// attempts and failures (FailedOnEvent ones not included), the probe's
+// token ("" for none) and its outcome (0 succeeded, 1 failed), a probe
+// token to abandon ("" for none), then the successes and the FailedOnEvent
+// failures: these count (as attempts and failures) only when no success
+// is known within the window. It returns {state, µs until the probe may
+// go}.
 var breakerRecordScript = redis.NewScript(breakerLoad + `
 local window, minA, ratio = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local cd0, cdmax = tonumber(ARGV[4]), tonumber(ARGV[5])
 local total, failed = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ptoken, pout, abandon = ARGV[8], tonumber(ARGV[9]), ARGV[10]
+local succeeded, onEvent = tonumber(ARGV[11]), tonumber(ARGV[12])
 local b = load(KEYS[1])
 local changed = false
+if succeeded > 0 then
+  b.ls = now
+  changed = true
+end
+if onEvent > 0 and (b.ls == 0 or now - b.ls >= window) then
+  total, failed = total + onEvent, failed + onEvent
+end
 if abandon ~= '' and b.st == 2 and b.probe == abandon then
   b.st, b.probe, b.untl = 1, '', now
   changed = true
@@ -61,7 +72,7 @@ end
 if ptoken ~= '' and b.st == 2 and b.probe == ptoken then
   b.probe = ''
   if pout == 0 then
-    b = {st = 0, cs = now, ct = 0, cf = 0, pt = 0, pf = 0, untl = 0, cd = 0, probe = '', pexp = 0}
+    b = {st = 0, cs = now, ct = 0, cf = 0, pt = 0, pf = 0, untl = 0, cd = 0, probe = '', pexp = 0, ls = now}
   else
     b.cd = math.min(2 * b.cd, cdmax)
     b.st, b.untl = 1, now + b.cd
@@ -109,8 +120,10 @@ type knownBreaker struct {
 	state BreakerState
 	// until is when an open breaker's probe may go (this process's clock).
 	until time.Time
-	// attempts and failures ended here and not yet sent to Redis.
-	attempts, failures int
+	// attempts and failures (FailedTransiently) ended here and not yet
+	// sent to Redis; successes and onEvent (FailedOnEvent failures) are
+	// sent apart, since whether the latter count depends on the former.
+	attempts, failures, successes, onEvent int
 }
 
 // breakerCheck applies the breaker to a; it asks Redis only when the known
@@ -166,7 +179,7 @@ func (r *Redis) known(backend string) *knownBreaker {
 
 // breakerRecord runs the record script and takes its answer as the known
 // state.
-func (r *Redis) breakerRecord(ctx context.Context, backend string, attempts, failures int, probe string, probeFailed bool, abandon string) error {
+func (r *Redis) breakerRecord(ctx context.Context, backend string, c breakerCounts, probe string, probeFailed bool, abandon string) error {
 	b := r.cfg.Breaker
 	pout := 0
 	if probeFailed {
@@ -174,7 +187,7 @@ func (r *Redis) breakerRecord(ctx context.Context, backend string, attempts, fai
 	}
 	res, err := breakerRecordScript.Run(ctx, r.client, []string{r.key(backend, "breaker")},
 		b.Window.Microseconds(), b.MinAttempts, b.FailureRatio, b.Cooldown.Microseconds(), MaxBreakerCooldown.Microseconds(),
-		attempts, failures, probe, pout, abandon).Slice()
+		c.attempts, c.failures, probe, pout, abandon, c.successes, c.onEvent).Slice()
 	if err = r.observe(err); err != nil {
 		return fmt.Errorf("breaker of %s: %w", backend, err)
 	}
@@ -212,22 +225,27 @@ func (r *Redis) Run(ctx context.Context) {
 	}
 }
 
+// breakerCounts are outcomes counted here for one backend's breaker.
+type breakerCounts struct {
+	attempts, failures, successes, onEvent int
+}
+
 // syncBreakers is one pass of Run.
 func (r *Redis) syncBreakers(ctx context.Context) {
 	type pending struct {
-		backend            string
-		attempts, failures int
+		backend string
+		counts  breakerCounts
 	}
 	r.bmu.Lock()
 	var ps []pending
 	for b, kb := range r.breakers {
-		ps = append(ps, pending{b, kb.attempts, kb.failures})
-		kb.attempts, kb.failures = 0, 0
+		ps = append(ps, pending{b, breakerCounts{kb.attempts, kb.failures, kb.successes, kb.onEvent}})
+		kb.attempts, kb.failures, kb.successes, kb.onEvent = 0, 0, 0, 0
 	}
 	r.bmu.Unlock()
 	for _, p := range ps {
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
-		err := r.breakerRecord(cctx, p.backend, p.attempts, p.failures, "", false, "")
+		err := r.breakerRecord(cctx, p.backend, p.counts, "", false, "")
 		cancel()
 		if err != nil {
 			// Outcomes not counted during an outage are dropped: the
@@ -246,18 +264,25 @@ func (r *Redis) breakerFinish(ctx context.Context, a Ask, o Outcome) error {
 	delete(r.probes, a.Token)
 	if !probe {
 		kb := r.known(a.Backend)
-		if kb.state == BreakerClosed {
-			kb.attempts++
-			if o == FailedTransiently {
-				kb.failures++
+		switch {
+		case o == Succeeded:
+			kb.successes++ // also while not closed: a success is news
+			if kb.state == BreakerClosed {
+				kb.attempts++
 			}
+		case kb.state != BreakerClosed:
+		case o == FailedOnEvent:
+			kb.onEvent++
+		default:
+			kb.attempts++
+			kb.failures++
 		}
 	}
 	r.bmu.Unlock()
 	if !probe {
 		return nil
 	}
-	return r.breakerRecord(ctx, a.Backend, 0, 0, a.Token, o == FailedTransiently, "")
+	return r.breakerRecord(ctx, a.Backend, breakerCounts{}, a.Token, o != Succeeded, "")
 }
 
 // breakerAbandon gives up a's probe, if it was one (a limit held it, or it
@@ -270,7 +295,7 @@ func (r *Redis) breakerAbandon(ctx context.Context, a Ask) error {
 	if !probe {
 		return nil
 	}
-	return r.breakerRecord(ctx, a.Backend, 0, 0, "", false, a.Token)
+	return r.breakerRecord(ctx, a.Backend, breakerCounts{}, "", false, a.Token)
 }
 
 // BreakerStates reads the known breaker of every backend.

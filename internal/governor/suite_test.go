@@ -116,6 +116,7 @@ var suite = []struct {
 	{"breaker opens, probes, closes", testBreakerOpensProbesCloses},
 	{"a batch grants what singles would", testBatch},
 	{"a probe held by a limit is given up", testProbeHeldByALimitIsGivenUp},
+	{"an event's 500s do not open the breaker while others succeed", testEventFailuresBesideSuccesses},
 }
 
 var ctx = context.Background()
@@ -417,9 +418,66 @@ func testProbeHeldByALimitIsGivenUp(t *testing.T, build func(Config) governor) {
 	}
 }
 
+// testEventFailuresBesideSuccesses: a 500 may be about one event (a
+// backend handler that throws on it) rather than the backend: poison
+// events that fail while other deliveries to the same backend succeed do
+// not open its breaker; a real outage (connection errors, 502-504, 429)
+// still does, and so do 500s when nothing succeeds. (Found: 30 GitHub
+// events that made the app answer 500 opened the breaker, and 0 of 60
+// Stripe events were delivered after 10 s.)
+func testEventFailuresBesideSuccesses(t *testing.T, build func(Config) governor) {
+	b := "http://b:80"
+	g := build(Config{Breaker: testBreaker, SlotTTL: 5 * time.Second, Backends: []string{b}})
+	n := 0
+	next := func() Ask { n++; return ask(b, "p", n) }
+	attempt(t, g, next(), Succeeded)
+	settle(t, g)
+	for i := range 30 {
+		attempt(t, g, next(), FailedOnEvent)
+		if i%10 == 9 {
+			attempt(t, g, next(), Succeeded)
+		}
+		settle(t, g)
+	}
+	if s := g.BreakerStates()[b]; s != BreakerClosed {
+		t.Fatalf("30 poison 500s beside successes: breaker %s, want closed", s)
+	}
+	for range 8 { // the backend goes down
+		a := next()
+		if d := mustAcquire(t, g, a); !d.Allowed {
+			break // opened already (Local knows at once)
+		}
+		if err := g.Finish(ctx, a, FailedTransiently); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, g)
+	if s := g.BreakerStates()[b]; s != BreakerOpen {
+		t.Fatalf("an outage after the poison events: breaker %s, want open", s)
+	}
+
+	// 500s with nothing succeeding: the backend itself is failing.
+	b2 := "http://b2:80"
+	g2 := build(Config{Breaker: testBreaker, SlotTTL: 5 * time.Second, Backends: []string{b2}})
+	for i := range 6 {
+		a := ask(b2, "p", i)
+		if d := mustAcquire(t, g2, a); !d.Allowed {
+			break
+		}
+		if err := g2.Finish(ctx, a, FailedOnEvent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	settle(t, g2)
+	if s := g2.BreakerStates()[b2]; s != BreakerOpen {
+		t.Fatalf("only 500s: breaker %s, want open", s)
+	}
+}
+
 func TestOutcomeOf(t *testing.T) {
 	for status, want := range map[int]Outcome{0: FailedTransiently, 200: Succeeded, 204: Succeeded, 400: Succeeded, 404: Succeeded,
-		408: FailedTransiently, 425: FailedTransiently, 429: FailedTransiently, 500: FailedTransiently, 501: FailedTransiently, 503: FailedTransiently} {
+		408: FailedTransiently, 425: FailedOnEvent, 429: FailedTransiently, 500: FailedOnEvent, 501: FailedOnEvent,
+		502: FailedTransiently, 503: FailedTransiently, 504: FailedTransiently, 507: FailedOnEvent} {
 		if got := OutcomeOf(status); got != want {
 			t.Errorf("OutcomeOf(%d) = %v, want %v", status, got, want)
 		}
