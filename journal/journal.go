@@ -24,6 +24,11 @@ type Store interface {
 	Migrate(ctx context.Context) (applied []int, err error)
 	// Ready reports whether the store answers and is migrated.
 	Ready(ctx context.Context) error
+	// Identity names this journal: the same for every process that
+	// writes to it (every replica), different for any other journal. It
+	// is stable across restarts and, on PostgreSQL, across a failover to
+	// a physical standby.
+	Identity(ctx context.Context) (string, error)
 	// Close releases the store's resources.
 	Close()
 

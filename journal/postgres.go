@@ -208,3 +208,14 @@ func nullTime(t time.Time) *time.Time {
 	}
 	return &t
 }
+
+// Identity is the database cluster's system identifier (kept by its
+// physical standbys, so unchanged by a failover) and the database's name.
+func (p *Postgres) Identity(ctx context.Context) (string, error) {
+	var id string
+	err := p.pool.QueryRow(ctx, `SELECT 'postgres ' || system_identifier::text || ' ' || current_database() FROM pg_control_system()`).Scan(&id)
+	if err != nil {
+		return "", fmt.Errorf("read the journal's identity: %w", err)
+	}
+	return id, nil
+}

@@ -399,3 +399,17 @@ func eachRow(rows *sql.Rows, fn func() error, dest ...any) error {
 // sqlite_delivery.go), prepared once on the writer connection (see
 // SQLite.prepareHot).
 var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteKeyHeld, sqliteLease, sqlitePayload, sqliteComplete, sqliteUnparkNext, sqliteInsertAttempt, sqliteHold, sqliteReap, sqliteUnparkHeads}
+
+// Identity is the host and the journal file's absolute path: one process
+// on one host owns the file.
+func (s *SQLite) Identity(context.Context) (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return "", fmt.Errorf("read the journal's identity: %w", err)
+	}
+	abs, err := filepath.Abs(s.path)
+	if err != nil {
+		return "", fmt.Errorf("read the journal's identity: %w", err)
+	}
+	return "sqlite " + host + " " + abs, nil
+}

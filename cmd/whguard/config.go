@@ -111,6 +111,9 @@ type config struct {
 	// RedisURL, when set, holds the backend protection's state shared by
 	// every replica; unset, it is kept in process.
 	RedisURL string `env:"REDIS_URL"`
+	// RedisNamespace names this deployment in Redis keys; empty derives
+	// it from the journal's identity.
+	RedisNamespace string `env:"REDIS_NAMESPACE"`
 	// BackendRateLimit is N/s, N/m or N/h per backend (parsed into
 	// backendLimit); BackendRateBurst nil takes the default.
 	BackendRateLimit   string        `env:"BACKEND_RATE_LIMIT"`

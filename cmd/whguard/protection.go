@@ -21,7 +21,10 @@ import (
 // The backend protection's settings: WHGUARD_REDIS_URL, the rate limits,
 // the in-flight bound and the circuit breaker.
 
-var rateRE = regexp.MustCompile(`^([0-9]+)/([smh])$`)
+var (
+	rateRE           = regexp.MustCompile(`^([0-9]+)/([smh])$`)
+	redisNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+)
 
 // parseRate parses N/s, N/m or N/h.
 func parseRate(s string) (governor.Rate, bool) {
@@ -76,6 +79,9 @@ func (c *config) validateProtection(ps *problems) {
 				ps.addf("WHGUARD_REDIS_URL", "%v", err)
 			}
 		}
+	}
+	if c.RedisNamespace != "" && !redisNamespaceRE.MatchString(c.RedisNamespace) {
+		ps.addf("WHGUARD_REDIS_NAMESPACE", "%q: use 1 to 64 letters, digits, '.', '_' or '-'", c.RedisNamespace)
 	}
 	c.backendLimit = parseLimit("WHGUARD_BACKEND_RATE_LIMIT", c.BackendRateLimit, "WHGUARD_BACKEND_RATE_BURST", c.BackendRateBurst, ps)
 	if c.BackendMaxInFlight < 0 && !ps.failed("WHGUARD_BACKEND_MAX_IN_FLIGHT") {
@@ -155,13 +161,19 @@ func (c *config) limited() bool {
 	return false
 }
 
-// newGovernor builds the governor: in Redis when WHGUARD_REDIS_URL is set
-// (it must answer at start-up: a wrong address is a configuration error,
-// an outage later is not), else in process. It returns nil when nothing
-// is limited and the breaker is off: the delivery path then asks nothing.
-// With the breaker alone, the Redis governor reads it from memory: no
-// round trip per delivery either. stop ends its background sync.
-func newGovernor(ctx context.Context, c *config, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, stop func(), err error) {
+// newGovernor builds the governor: in Redis when WHGUARD_REDIS_URL is set,
+// else in process. It returns nil when nothing is limited and the breaker
+// is off: the delivery path then asks nothing. With the breaker alone, the
+// Redis governor reads it from memory: no round trip per delivery either.
+// A Redis that does not answer at start-up is an outage like any other
+// (warned about, whguard_redis_up 0, deliveries that need it wait), never
+// a reason not to start: ingest does not need it. The keys are named
+// after WHGUARD_REDIS_NAMESPACE, else the journal's identity, so that two
+// deployments sharing one Redis share nothing. stop ends its background
+// sync.
+func newGovernor(ctx context.Context, c *config, j interface {
+	Identity(context.Context) (string, error)
+}, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, stop func(), err error) {
 	gc := c.governorConfig()
 	if !c.limited() && !gc.Breaker.Enabled {
 		return nil, func() {}, nil
@@ -180,16 +192,26 @@ func newGovernor(ctx context.Context, c *config, reg prometheus.Registerer, log 
 		return nil, nil, fmt.Errorf("WHGUARD_REDIS_URL: %w", err)
 	}
 	client := redis.NewClient(opt)
-	rg, err := governor.NewRedis(gc, client, governor.RedisOptions{Logger: log, Registerer: reg})
+	namespace := func(ctx context.Context) (string, error) {
+		if c.RedisNamespace != "" {
+			return c.RedisNamespace, nil
+		}
+		id, err := j.Identity(ctx)
+		if err != nil {
+			return "", err
+		}
+		return governor.NamespaceOf(id), nil
+	}
+	rg, err := governor.NewRedis(gc, client, governor.RedisOptions{Logger: log, Registerer: reg, Namespace: namespace})
 	if err != nil {
 		client.Close()
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := rg.Ping(pctx); err != nil {
-		client.Close()
-		return nil, nil, fmt.Errorf("WHGUARD_REDIS_URL: redis at %s does not answer: %w", opt.Addr, err)
+		log.Warn("redis does not answer at start-up; webhooks are acknowledged as usual, deliveries that need the shared limits wait until it does",
+			zap.String("addr", opt.Addr))
 	}
 	governor.RegisterBreakerMetric(reg, rg)
 	log.Info("backend limits and breakers shared through redis", zap.String("addr", opt.Addr))

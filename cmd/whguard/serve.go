@@ -61,18 +61,16 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func(ingress, admin string)) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// Before anything starts: a Redis that does not answer is a start-up
-	// error, returned with nothing left running.
-	gov, closeGov, err := newGovernor(ctx, cfg, reg, log.Named("governor"))
-	if err != nil {
-		return err
-	}
-	defer closeGov()
 	j, listen, err := openJournal(ctx, cfg, log)
 	if err != nil {
 		return err
 	}
 	defer j.Close()
+	gov, closeGov, err := newGovernor(ctx, cfg, j, reg, log.Named("governor"))
+	if err != nil {
+		return err
+	}
+	defer closeGov()
 	// Migrate at start-up; an unreachable database is retried, not fatal,
 	// so the sidecar can come up before its database does (readyz says so,
 	// and webhooks get 503 meanwhile). The forwarder starts once the

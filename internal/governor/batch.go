@@ -30,6 +30,9 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 		return out, nil
 	}
 	a := asks[0]
+	if err := r.ready(ctx); err != nil {
+		return nil, err
+	}
 	if r.cfg.Breaker.Enabled {
 		r.bmu.Lock()
 		closed := r.known(a.Backend).state == BreakerClosed
@@ -83,7 +86,7 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 	if err != nil {
 		return nil, fmt.Errorf("acquire %d deliveries to %s: %w", len(asks), a.Backend, err)
 	}
-	refused := Decision{Reason: reason, RetryAfter: time.Duration(wait) * time.Microsecond}
+	refused := Decision{Reason: reason, RetryAfter: r.capWait(a, time.Duration(wait)*time.Microsecond)}
 	if reason == HoldInFlight {
 		refused.RetryAfter = inFlightRetry
 	}
@@ -109,6 +112,9 @@ local max = tonumber(ARGV[2])
 local g, reason = k, ''
 if max > 0 then
   redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+  if #redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%.0f', now + tonumber(ARGV[3]) + 1000000), '+inf', 'LIMIT', 0, 1) > 0 then
+    return redis.error_reply('WHGUARD bad value: a slot that never expires in ' .. KEYS[1])
+  end
   local free = max - redis.call('ZCARD', KEYS[1])
   if free < 0 then free = 0 end
   if free < g then g, reason = free, 'in_flight' end
@@ -118,7 +124,15 @@ local tats = {}
 for i = 2, #KEYS do
   local interval = tonumber(ARGV[base + 2 * (i - 2) + 1])
   local burst = tonumber(ARGV[base + 2 * (i - 2) + 2])
-  local tat = tonumber(redis.call('GET', KEYS[i]) or now)
+  local tat = now
+  local raw = redis.call('GET', KEYS[i])
+  if raw then
+    tat = tonumber(raw)
+    -- No grant ever sets it further than the burst ahead of now.
+    if not tat or tat > now + (burst + 1) * interval then
+      return redis.error_reply('WHGUARD bad value: rate state out of range in ' .. KEYS[i])
+    end
+  end
   if tat < now then tat = now end
   -- request j passes when tat + j*interval - burst*interval <= now;
   -- floor: a fraction of a request is not granted (nor charged).

@@ -2,6 +2,7 @@ package governor
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -25,12 +26,32 @@ import (
 const breakerSync = 250 * time.Millisecond
 
 // breakerFields are the hash's fields, in the scripts' order.
-const breakerLoad = `
+//
+// load returns nil when a field holds what no script writes (not a number,
+// a state that does not exist, a breaker open or a probe out for longer
+// than any cooldown): the caller answers an error, which the governor
+// counts as a Redis error, rather than holding deliveries for years.
+var breakerLoad = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local limit = now + ` + fmt.Sprint((MaxBreakerCooldown + time.Hour).Microseconds()) + `
 local function load(k)
   local v = redis.call('HMGET', k, 'st', 'cs', 'ct', 'cf', 'pt', 'pf', 'until', 'cd', 'probe', 'pexp', 'ls')
-  return {st = tonumber(v[1]) or 0, cs = tonumber(v[2]) or 0, ct = tonumber(v[3]) or 0, cf = tonumber(v[4]) or 0,
-    pt = tonumber(v[5]) or 0, pf = tonumber(v[6]) or 0, untl = tonumber(v[7]) or 0, cd = tonumber(v[8]) or 0,
-    probe = v[9] or '', pexp = tonumber(v[10]) or 0, ls = tonumber(v[11]) or 0}
+  local n = {}
+  for i, f in ipairs({1, 2, 3, 4, 5, 6, 7, 8, 10, 11}) do
+    if v[f] then
+      n[f] = tonumber(v[f])
+      if not n[f] then return nil end
+    else
+      n[f] = 0
+    end
+  end
+  local b = {st = n[1], cs = n[2], ct = n[3], cf = n[4], pt = n[5], pf = n[6], untl = n[7], cd = n[8],
+    probe = v[9] or '', pexp = n[10], ls = n[11]}
+  if (b.st ~= 0 and b.st ~= 1 and b.st ~= 2) or b.untl > limit or b.pexp > limit or b.cs > limit or b.ls > limit then
+    return nil
+  end
+  return b
 end
 local function save(k, b)
   redis.call('HSET', k, 'st', b.st, 'cs', string.format('%.0f', b.cs), 'ct', tostring(b.ct), 'cf', tostring(b.cf),
@@ -38,8 +59,9 @@ local function save(k, b)
     'probe', b.probe, 'pexp', string.format('%.0f', b.pexp), 'ls', string.format('%.0f', b.ls))
   redis.call('PEXPIRE', k, 3600000)
 end
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local function bad(k)
+  return redis.error_reply('WHGUARD bad value: breaker state out of range in ' .. k)
+end
 `
 
 // breakerRecordScript counts outcomes and settles a probe. KEYS[1] is the
@@ -57,6 +79,7 @@ local total, failed = tonumber(ARGV[6]), tonumber(ARGV[7])
 local ptoken, pout, abandon = ARGV[8], tonumber(ARGV[9]), ARGV[10]
 local succeeded, onEvent = tonumber(ARGV[11]), tonumber(ARGV[12])
 local b = load(KEYS[1])
+if not b then return bad(KEYS[1]) end
 local changed = false
 if succeeded > 0 then
   b.ls = now
@@ -105,6 +128,7 @@ return {b.st, string.format('%.0f', wait)}
 // the probe, or says why not. It returns {allowed, state, µs to wait}.
 var breakerProbeScript = redis.NewScript(breakerLoad + `
 local b = load(KEYS[1])
+if not b then return bad(KEYS[1]) end
 if b.st == 0 then return {1, 0, '0'} end
 if b.st == 1 and now < b.untl then return {0, 1, string.format('%.0f', b.untl - now)} end
 if b.st == 2 and b.probe ~= ARGV[1] and now < b.pexp then
@@ -120,6 +144,9 @@ type knownBreaker struct {
 	state BreakerState
 	// until is when an open breaker's probe may go (this process's clock).
 	until time.Time
+	// bad: Redis holds a value for this breaker that no script writes;
+	// deliveries to the backend wait (an error) until it is fixed.
+	bad bool
 	// attempts and failures (FailedTransiently) ended here and not yet
 	// sent to Redis; successes and onEvent (FailedOnEvent failures) are
 	// sent apart, since whether the latter count depends on the former.
@@ -131,10 +158,12 @@ type knownBreaker struct {
 func (r *Redis) breakerCheck(ctx context.Context, a Ask) (ok bool, wait time.Duration, err error) {
 	r.bmu.Lock()
 	kb := r.known(a.Backend)
-	state, until := kb.state, kb.until
+	state, until, bad := kb.state, kb.until, kb.bad
 	r.bmu.Unlock()
 	now := time.Now()
 	switch {
+	case bad:
+		return false, 0, fmt.Errorf("breaker of %s: redis holds a state out of range", a.Backend)
 	case state == BreakerClosed:
 		return true, 0, nil
 	case state != BreakerClosed && now.Before(until):
@@ -143,7 +172,14 @@ func (r *Redis) breakerCheck(ctx context.Context, a Ask) (ok bool, wait time.Dur
 		return false, until.Sub(now), nil
 	}
 	res, err := breakerProbeScript.Run(ctx, r.client, []string{r.key(a.Backend, "breaker")}, a.Token, r.cfg.SlotTTL.Microseconds()).Slice()
+	var redisErr redis.Error
+	isBad := err != nil && errors.As(err, &redisErr)
 	if err = r.observe(err); err != nil {
+		if isBad {
+			r.bmu.Lock()
+			r.known(a.Backend).bad = true
+			r.bmu.Unlock()
+		}
 		return false, 0, fmt.Errorf("breaker probe for %s: %w", a.Backend, err)
 	}
 	allowed, st, w, err := threeInts(res)
@@ -188,7 +224,14 @@ func (r *Redis) breakerRecord(ctx context.Context, backend string, c breakerCoun
 	res, err := breakerRecordScript.Run(ctx, r.client, []string{r.key(backend, "breaker")},
 		b.Window.Microseconds(), b.MinAttempts, b.FailureRatio, b.Cooldown.Microseconds(), MaxBreakerCooldown.Microseconds(),
 		c.attempts, c.failures, probe, pout, abandon, c.successes, c.onEvent).Slice()
+	var redisErr redis.Error
+	bad := err != nil && errors.As(err, &redisErr)
 	if err = r.observe(err); err != nil {
+		if bad {
+			r.bmu.Lock()
+			r.known(backend).bad = true
+			r.bmu.Unlock()
+		}
 		return fmt.Errorf("breaker of %s: %w", backend, err)
 	}
 	if len(res) != 2 {
@@ -201,7 +244,7 @@ func (r *Redis) breakerRecord(ctx context.Context, backend string, c breakerCoun
 	}
 	r.bmu.Lock()
 	kb := r.known(backend)
-	kb.state, kb.until = BreakerState(st), time.Now().Add(time.Duration(w)*time.Microsecond)
+	kb.state, kb.until, kb.bad = BreakerState(st), time.Now().Add(time.Duration(w)*time.Microsecond), false
 	r.bmu.Unlock()
 	return nil
 }
@@ -232,6 +275,10 @@ type breakerCounts struct {
 
 // syncBreakers is one pass of Run.
 func (r *Redis) syncBreakers(ctx context.Context) {
+	if err := r.ready(ctx); err != nil {
+		r.log.Debug("breaker sync skipped", zap.Error(err))
+		return
+	}
 	type pending struct {
 		backend string
 		counts  breakerCounts
