@@ -216,11 +216,17 @@ func (f *Forwarder) storeReply(log *zap.Logger, j *job, res sendResult) {
 	if f.replies == nil {
 		return
 	}
-	r := journal.Reply{Status: res.status, ContentType: res.contentType, Body: res.body}
-	ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
-	stored, err := f.replies.SaveReply(ctx, j.d.ID, j.d.LeaseToken, r)
-	cancel()
+	r, err := journal.Reply{Status: res.status, ContentType: res.contentType, Body: res.body}.Storable()
+	stored := false
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), completeTimeout)
+		stored, err = f.replies.SaveReply(ctx, j.d.ID, j.d.LeaseToken, r)
+		cancel()
+	}
 	switch {
+	case errors.Is(err, journal.ErrReplyNotStorable):
+		log.Info("sync reply's Content-Type is too long to store; the sender gets the usual acknowledgement",
+			zap.Int("max_bytes", journal.MaxReplyContentTypeBytes))
 	case err != nil:
 		log.Warn("store sync reply failed; the sender gets the usual acknowledgement", zap.Error(err))
 	case stored:

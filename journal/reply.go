@@ -5,7 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -14,6 +16,58 @@ import (
 // MaxReplyBytes bounds the body of a stored reply (sync mode): a larger
 // 2xx answer is a delivery like any other, but nobody is answered with it.
 const MaxReplyBytes = 64 << 10
+
+// MaxReplyContentTypeBytes bounds a stored reply's Content-Type, as
+// stored (escaped): like the body, it is the backend's to choose, and is
+// served to the sender and to every duplicate.
+const MaxReplyContentTypeBytes = 256
+
+// ErrReplyNotStorable: the reply's Content-Type is longer than
+// MaxReplyContentTypeBytes; nobody is answered with it.
+var ErrReplyNotStorable = errors.New("the reply's Content-Type is longer than 256 bytes")
+
+// Storable returns r as the stores keep it, its Content-Type escaped
+// (escapeHeaderText), or ErrReplyNotStorable. SaveReply applies it; a
+// caller that answers with r before reading it back applies it too, so
+// that the first sender gets what its duplicates will.
+func (r Reply) Storable() (Reply, error) {
+	if len(r.ContentType) > MaxReplyContentTypeBytes {
+		return r, ErrReplyNotStorable
+	}
+	r.ContentType = escapeHeaderText(r.ContentType)
+	if len(r.ContentType) > MaxReplyContentTypeBytes {
+		return r, ErrReplyNotStorable
+	}
+	return r, nil
+}
+
+// escapeHeaderText makes a header value storable as text and servable as
+// a header again: every byte that is not part of valid UTF-8 text, and
+// every control character but a tab, is written as \xNN.
+func escapeHeaderText(s string) string {
+	clean := true
+	for _, c := range s {
+		if c == utf8.RuneError || (c < 0x20 && c != '\t') || c == 0x7f {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		c, n := utf8.DecodeRuneInString(s[i:])
+		if (c == utf8.RuneError && n <= 1) || (c < 0x20 && c != '\t') || c == 0x7f {
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+			i++
+			continue
+		}
+		b.WriteString(s[i : i+n])
+		i += n
+	}
+	return b.String()
+}
 
 // Reply is a backend's 2xx answer to a delivery of a sync-mode event,
 // stored with the event: what its sender was answered, and what every
@@ -52,6 +106,10 @@ func (r *Reply) view() *ReplyView {
 // whether r was stored. The commit is durable, like an append's: the
 // sender may be answered with r as soon as this returns.
 func (p *Postgres) SaveReply(ctx context.Context, id int64, token uuid.UUID, r Reply) (bool, error) {
+	r, err := r.Storable()
+	if err != nil {
+		return false, err
+	}
 	tag, err := p.pool.Exec(ctx, sqlSaveReply, id, pgUUID(token), r.Status, r.ContentType, nonNil(r.Body))
 	if err != nil {
 		return false, fmt.Errorf("save reply of event %d: %w", id, err)
@@ -89,8 +147,12 @@ func (p *Postgres) StoredReply(ctx context.Context, id int64) (*Reply, error) {
 
 // SaveReply: see Postgres.SaveReply.
 func (s *SQLite) SaveReply(ctx context.Context, id int64, token uuid.UUID, r Reply) (bool, error) {
+	r, err := r.Storable()
+	if err != nil {
+		return false, err
+	}
 	var n int64
-	err := s.write(ctx, func(tx sqliteTx) error {
+	err = s.write(ctx, func(tx sqliteTx) error {
 		res, err := tx.ExecContext(ctx, sqliteSaveReply, r.Status, r.ContentType, nonNil(r.Body), s.now().UnixNano(), id, token[:])
 		if err != nil {
 			return err

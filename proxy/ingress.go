@@ -355,7 +355,11 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}()
 		}
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), in.timeout)
+	// The commit is bounded by its own deadline, not by the sender's
+	// connection: the server ends the request's context when the sender
+	// closes its side, which a sender that half-closes after its request
+	// does while it still waits for the answer.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), in.timeout)
 	defer cancel()
 	results, err := in.journal.Append(ctx, []journal.Event{ev})
 	if err == nil && results[0].Outcome == journal.Unrecorded {
@@ -409,14 +413,11 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if answer != nil {
-			reply, outcome := in.awaitReply(r.Context(), answer, start.Add(route.SyncTimeout))
+			reply, outcome := in.awaitReply(answer, start.Add(route.SyncTimeout))
 			in.metrics.observeSync(name, outcome)
-			switch outcome {
-			case syncReplied:
+			if outcome == syncReplied {
 				in.replyStored(w, name, ResultAccepted, reply, start)
 				return
-			case syncSenderGone:
-				return // the event goes on
 			}
 		}
 		in.reply(w, name, ResultAccepted, ackStatus, ack, start)
@@ -461,9 +462,12 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // awaitReply waits until deadline for the stored reply of a sync event
 // and says how the wait ended (syncReplied with the reply, or syncTimeout,
-// syncNoReply, syncSenderGone). Not waiting longer never stops the
-// delivery.
-func (in *Ingress) awaitReply(ctx context.Context, answer <-chan *journal.Reply, deadline time.Time) (*journal.Reply, string) {
+// syncNoReply). Not waiting longer never stops the delivery. It does not
+// stop when the request's context ends: the server ends it when the
+// sender closes its side of the connection, which a sender that
+// half-closes after its request does while it still waits for the
+// answer; a sender that is gone costs a wait of at most the sync timeout.
+func (in *Ingress) awaitReply(answer <-chan *journal.Reply, deadline time.Time) (*journal.Reply, string) {
 	timer := time.NewTimer(deadline.Sub(in.now()))
 	defer timer.Stop()
 	select {
@@ -474,8 +478,6 @@ func (in *Ingress) awaitReply(ctx context.Context, answer <-chan *journal.Reply,
 		return reply, syncReplied
 	case <-timer.C:
 		return nil, syncTimeout
-	case <-ctx.Done():
-		return nil, syncSenderGone
 	}
 }
 

@@ -56,7 +56,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"provider"})
 	m.sync = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "whguard_sync_replies_total",
-		Help: "Sync-mode answers, by provider and outcome: replied (the backend's stored answer), stored (a duplicate given the stored answer), timeout, no_reply (no storable 2xx: a failure, a hold, a body over 64 KiB), not_claimed (no delivery slot at once), sender_gone; all but the first two got the usual 202 body.",
+		Help: "Sync-mode answers, by provider and outcome: replied (the backend's stored answer), stored (a duplicate given the stored answer), timeout, no_reply (no storable 2xx: a failure, a hold, a body over 64 KiB), not_claimed (no delivery slot at once); all but the first two got the usual 202 body.",
 	}, []string{"provider", "outcome"})
 	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails, m.ignored, m.sync)
 	return m
@@ -108,7 +108,6 @@ const (
 	syncTimeout    = "timeout"
 	syncNoReply    = "no_reply"
 	syncNotClaimed = "not_claimed"
-	syncSenderGone = "sender_gone"
 )
 
 func (m *Metrics) observeSync(provider, outcome string) {
