@@ -424,3 +424,47 @@ func TestFlapThatStaysIsReported(t *testing.T) {
 		t.Fatalf("%d messages, want 4", c)
 	}
 }
+
+// TestSlackTextIsEscaped: event ids, provider names and backends come from
+// senders and configuration; in a Slack message they are text, never
+// mrkdwn controls: &, < and > are escaped as Slack asks, so an event id of
+// "<!channel>" or "<https://evil.example|click>" neither pings the channel
+// nor makes a link. (Found: event ids injected mentions and links.)
+func TestSlackTextIsEscaped(t *testing.T) {
+	t.Parallel()
+	rcv, srv := newReceiver(t)
+	n, clk := start(t, alert.Config{URL: srv.URL, Format: alert.FormatSlack})
+	n.Dead("stripe", "http://app:3000", "<!channel> <https://evil.example|click> & more")
+	clk.add(61 * time.Second)
+	n.FlushDead()
+	b := rcv.wait(t, 1)[0]
+	var raw struct {
+		Text   string `json:"text"`
+		Blocks []struct {
+			Text     *struct{ Text string }  `json:"text"`
+			Elements []struct{ Text string } `json:"elements"`
+		} `json:"blocks"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	texts := []string{raw.Text}
+	for _, bl := range raw.Blocks {
+		if bl.Text != nil {
+			texts = append(texts, bl.Text.Text)
+		}
+		for _, e := range bl.Elements {
+			texts = append(texts, e.Text)
+		}
+	}
+	found := false
+	for _, s := range texts {
+		if strings.ContainsAny(s, "<>") || strings.Contains(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(s, "&amp;", ""), "&lt;", ""), "&gt;", ""), "&") {
+			t.Errorf("unescaped Slack control character in %q", s)
+		}
+		found = found || strings.Contains(s, "&lt;!channel&gt;")
+	}
+	if !found {
+		t.Errorf("the event id is not shown escaped: %q", texts)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -46,18 +47,24 @@ func (n *Notifier) body(m Message) ([]byte, error) {
 	context := "*" + m.Type + "*"
 	for _, f := range []struct{ name, v string }{{"provider", m.Provider}, {"backend", m.Backend}, {"event", m.EventID}} {
 		if f.v != "" {
-			context += " · " + f.name + " `" + f.v + "`"
+			context += " · " + f.name + " `" + slackEscaper.Replace(f.v) + "`"
 		}
 	}
 	context += " · " + m.At.Format(time.RFC3339)
+	summary := slackEscaper.Replace(m.Summary)
 	return json.Marshal(slackMessage{
-		Text: "whguard: " + m.Summary,
+		Text: "whguard: " + summary,
 		Blocks: []slackBlock{
-			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: slackIcons[m.Severity] + " " + m.Summary}},
+			{Type: "section", Text: &slackText{Type: "mrkdwn", Text: slackIcons[m.Severity] + " " + summary}},
 			{Type: "context", Elements: []slackText{{Type: "mrkdwn", Text: context}}},
 		},
 	})
 }
+
+// slackEscaper escapes the characters Slack reads as controls in message
+// text (its "Escaping text" rules): an event id or a name a sender chose
+// is shown, never read as a mention (<!channel>) or a link.
+var slackEscaper = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 
 // send posts m, trying sendTries times with a short pause between tries;
 // it gives up early when ctx ends.
