@@ -89,6 +89,14 @@ type Target struct {
 	// backend verifying them with the provider's library accepts a late
 	// delivery (WHGUARD_<NAME>_RESIGN). Nil forwards them as received.
 	Resign func(h http.Header, body []byte, at time.Time)
+	// Scheme is the provider's signature scheme now (verify's name). An
+	// event verified under another scheme, or under none, is not signed
+	// for the backend: Resign is skipped and Unsign applied (whguard signs
+	// only content it verified with this scheme). Empty: not checked.
+	Scheme string
+	// Unsign, when set, removes the provider's signature headers from h
+	// (a delivery whguard must not sign). Nil leaves them as received.
+	Unsign func(h http.Header)
 	// Sync stores the first 2xx answer (status, Content-Type, body of at
 	// most journal.MaxReplyBytes) with the event, for the sender waiting
 	// on DispatchSync and for later duplicates (WHGUARD_<NAME>_MODE=sync).

@@ -167,7 +167,12 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 		n := copy(sv, vs)
 		h[name], sv = sv[:n:n], sv[n:]
 	}
-	if t.Resign != nil {
+	switch {
+	case !t.signs(d):
+		if t.Unsign != nil {
+			t.Unsign(h)
+		}
+	case t.Resign != nil:
 		t.Resign(h, d.Body, at)
 	}
 	// The names are canonical already: set without canonicalising them.
@@ -179,6 +184,21 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 	req.Header = h
 	req.ContentLength = int64(len(d.Body))
 	return req, nil
+}
+
+// signs reports whether whguard may sign d for the backend with t's
+// scheme: only content verified with that scheme (an event journaled
+// unverified, under none, or under another scheme before the provider's
+// was changed, never is). An event journaled before whguard recorded its
+// scheme is taken to have been verified with the provider's.
+func (t Target) signs(d journal.Delivery) bool {
+	switch {
+	case d.Scheme == "none":
+		return false
+	case d.Scheme == "" || t.Scheme == "":
+		return true
+	}
+	return d.Scheme == t.Scheme
 }
 
 // sendResult is what one attempt produced.

@@ -29,6 +29,9 @@ type Delivery struct {
 	// OrderKey is the event's order key value ("" when unordered): when its
 	// outcome releases the key, the next event of the key is ready.
 	OrderKey string
+	// Scheme is the scheme the event was verified with (Event.Scheme); ""
+	// for an event journaled before whguard recorded it.
+	Scheme string
 	// LeaseToken fences every state change of this lease.
 	LeaseToken uuid.UUID
 	// LeaseExpiresAt is when the reaper may take the row back.

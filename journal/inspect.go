@@ -48,6 +48,10 @@ type Detail struct {
 	// HoldsKey: the event still holds its order key, so later events of
 	// the key wait for it (until it is done, or dead and skipped).
 	HoldsKey bool `json:"holds_key,omitempty"`
+	// Scheme is the signature scheme the event was verified with as it was
+	// received ("none": not verified; "" when journaled before whguard
+	// recorded it).
+	Scheme string `json:"scheme"`
 	// WaitingFor is the earliest event that holds this event's order key
 	// before it (0: none). An event waiting for its turn is held "order"
 	// (Summary.Held) and spends no attempt.

@@ -141,6 +141,11 @@ type Event struct {
 	// OrderBlock keeps the key held when the event goes dead, until it is
 	// replayed (and done) or skipped; otherwise a dead event releases it.
 	OrderBlock bool
+	// Scheme is the signature scheme the event's content was verified
+	// with as it was received (verify's scheme name; "none" when it was
+	// not verified). whguard signs a delivery of it for the backend only
+	// while its provider still uses that scheme (docs/security.md).
+	Scheme string
 }
 
 // Outcome says what appending an event did.

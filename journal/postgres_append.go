@@ -39,12 +39,12 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	guards, orderKeys, orderBlock := make([]string, n), make([]string, n), make([]bool, n)
-	ignored := make([]bool, n)
+	ignored, schemes := make([]bool, n), make([]string, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
-		ignored[i] = e.ev.Ignored
+		ignored[i], schemes[i] = e.ev.Ignored, e.ev.Scheme
 		if !e.ev.Ignored {
 			// An ignored event takes no place in its key's line: it is
 			// never delivered unless replayed, so it must not hold a key.
@@ -89,7 +89,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
 	}
 	rows, err := q.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored)
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
@@ -307,7 +307,8 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 // its payloads in one statement (a claimed event, $12 > 0, already leased
 // under its token $13; a body-guarded one with its guard $14, so either
 // unique index can refuse the row: ON CONFLICT has no target; an
-// ignored one, $17, as status ignored and never leased), NOTIFYs when $11 is set and something was new,
+// ignored one, $17, as status ignored and never leased; the scheme it was
+// verified with, $18, with its payload), NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
@@ -330,9 +331,9 @@ WITH input AS (
            END AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
-                $15::text[], $16::bool[], $17::bool[])
+                $15::text[], $16::bool[], $17::bool[], $18::text[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, order_key, order_block, ignored, ord)
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, ord)
     ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
@@ -350,8 +351,8 @@ WITH input AS (
     ON CONFLICT DO NOTHING
     RETURNING id, provider, event_id
 ), pay AS (
-    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query)
-    SELECT ins.id, input.headers, input.body, input.path, input.raw_query
+    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme)
+    SELECT ins.id, input.headers, input.body, input.path, input.raw_query, NULLIF(input.scheme, '')
     FROM ins JOIN input ON input.provider = ins.provider AND input.event_id = ins.event_id
 ), note AS (
     SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)

@@ -131,7 +131,7 @@ func (p *Postgres) getEvent(ctx context.Context, id int64) (*Detail, storedPaylo
 		pl      storedPayload
 	)
 	row := p.pool.QueryRow(ctx, `
-SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query,
+SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query, coalesce(p.scheme, ''),
        (SELECT count(*) FROM whguard_conflicts c WHERE c.event_row_id = ev.id),
        ev.order_holds,
        coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.order_holds AND b.provider = ev.provider
@@ -140,7 +140,7 @@ FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &d.OrderKey, &headers, &pl.body, &path, &query, &d.Conflicts,
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &d.OrderKey, &headers, &pl.body, &path, &query, &d.Scheme, &d.Conflicts,
 		&d.HoldsKey, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, pl, ErrNotFound

@@ -70,8 +70,12 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 				if err != nil {
 					return err
 				}
+				var scheme any
+				if e.ev.Scheme != "" {
+					scheme = e.ev.Scheme
+				}
 				if _, err := tx.ExecContext(ctx, sqliteInsertPayload,
-					id, string(h), nonNil(e.ev.Body), e.ev.Path, e.ev.RawQuery); err != nil {
+					id, string(h), nonNil(e.ev.Body), e.ev.Path, e.ev.RawQuery, scheme); err != nil {
 					return fmt.Errorf("insert payload: %w", err)
 				}
 				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash}, true
@@ -125,7 +129,7 @@ INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_a
 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id`
-	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query) VALUES (?, ?, ?, ?, ?)`
+	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme) VALUES (?, ?, ?, ?, ?, ?)`
 	sqliteExistingByKey   = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
 	sqliteExistingByGuard = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND body_guard = ?`
 	sqliteKeyHeld         = `SELECT count(*) FROM (SELECT 1 FROM whguard_events WHERE order_holds = 1 AND provider = ? AND order_key = ? LIMIT 2)`

@@ -43,7 +43,7 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 		for i := range out {
 			var headers string
 			err := tx.QueryRowContext(ctx, sqlitePayload, out[i].ID).
-				Scan(&headers, &out[i].Body, &out[i].Path, &out[i].RawQuery)
+				Scan(&headers, &out[i].Body, &out[i].Path, &out[i].RawQuery, &out[i].Scheme)
 			if err != nil {
 				return fmt.Errorf("read payload of event %d: %w", out[i].ID, err)
 			}
@@ -182,7 +182,7 @@ WHERE id IN (
     ORDER BY next_attempt_at, id LIMIT ?)
 RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at,
           coalesce(order_key, '')`
-	sqlitePayload  = `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`
+	sqlitePayload  = `SELECT headers, body, path, raw_query, coalesce(scheme, '') FROM whguard_payloads WHERE event_row_id = ?`
 	sqliteComplete = `
 UPDATE whguard_events
 SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?3, hold_reason = '',

@@ -161,8 +161,8 @@ func (s *SQLite) getEvent(ctx context.Context, id int64) (*Detail, storedPayload
 		return nil, pl, fmt.Errorf("get event %d: %w", id, err)
 	}
 	d.Summary = sm
-	err = s.r.QueryRowContext(ctx, `SELECT headers, body, path, raw_query FROM whguard_payloads WHERE event_row_id = ?`, id).
-		Scan(&headers, &pl.body, &d.Path, &d.RawQuery)
+	err = s.r.QueryRowContext(ctx, `SELECT headers, body, path, raw_query, coalesce(scheme, '') FROM whguard_payloads WHERE event_row_id = ?`, id).
+		Scan(&headers, &pl.body, &d.Path, &d.RawQuery, &d.Scheme)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, pl, fmt.Errorf("get payload of event %d: %w", id, err)
 	}

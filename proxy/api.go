@@ -45,13 +45,17 @@ type APIConfig struct {
 	Backends BackendControl
 	// Overview, when set, serves GET /api/overview.
 	Overview OverviewSource
+	// Schemes maps each configured provider to its signature scheme: an
+	// event journaled under another one (or under none) is shown as
+	// forwarded without a provider signature.
+	Schemes map[string]string
 }
 
 // NewAPI serves the admin API's /api/ routes (README, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends, overviewSrc: cfg.Overview}
+		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -84,6 +88,7 @@ type api struct {
 	control   BackendControl
 	// overviewSrc serves GET /api/overview (overview.go).
 	overviewSrc OverviewSource
+	schemes     map[string]string
 }
 
 var validStatus = map[journal.Status]bool{
@@ -141,7 +146,26 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Headers = a.redact.headers(d.Headers)
-	writeJSON(w, http.StatusOK, d)
+	writeJSON(w, http.StatusOK, struct {
+		*journal.Detail
+		// Unsigned says why whguard does not sign this event for the
+		// backend, when it does not ("" when it signs or forwards the
+		// provider's signature as usual).
+		Unsigned string `json:"unsigned,omitempty"`
+	}{d, unsignedReason(d.Scheme, a.schemes[d.Provider])})
+}
+
+// unsignedReason says why an event journaled under scheme is forwarded
+// without a provider signature while its provider uses current, or ""
+// (the rule is forwarder.Target's).
+func unsignedReason(scheme, current string) string {
+	switch {
+	case scheme == "none":
+		return "journaled unverified (scheme none): forwarded without a provider signature"
+	case scheme != "" && current != "" && scheme != current:
+		return "verified under scheme " + scheme + ", while the provider now uses " + current + ": forwarded without a provider signature"
+	}
+	return ""
 }
 
 func (a *api) conflicts(w http.ResponseWriter, r *http.Request) {

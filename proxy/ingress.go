@@ -56,6 +56,9 @@ type ReplyReader interface {
 // Checker verifies a request and derives its event key (a *verify.Provider).
 type Checker interface {
 	Name() string
+	// SchemeName is the provider's signature scheme, recorded with each
+	// event as the scheme its content was verified with.
+	SchemeName() string
 	// Precheck refuses a request from its headers alone, before its body
 	// is read (missing or malformed signature headers, a stale timestamp).
 	Precheck(h http.Header, rawQuery string, now time.Time) error
@@ -339,6 +342,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Ignored:     route.ignores(event.Type),
 		OrderKey:    route.Order.Value(r.Header, body),
 		OrderBlock:  route.Order.Block,
+		Scheme:      route.Provider.SchemeName(),
 	}
 	claimed := false
 	var claimedAt time.Time // the claim's lease counts from here, before the commit
@@ -395,7 +399,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			d := journal.Delivery{
 				ID: results[0].ID, Provider: name, EventID: ev.EventID, EventType: ev.EventType,
 				Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
-				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start, OrderKey: ev.OrderKey,
+				Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: start, OrderKey: ev.OrderKey, Scheme: ev.Scheme,
 				LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
 			}
 			if sd, ok := in.dispatch.(SyncDispatcher); ok && route.SyncTimeout > 0 && event.Reply == nil {

@@ -36,6 +36,8 @@ type resigner interface {
 	// resign rewrites the signature headers in h for body at time at,
 	// signed with the current (first) secret.
 	resign(h http.Header, body []byte, at time.Time)
+	// unsign removes the signature headers resign writes.
+	unsign(h http.Header)
 }
 
 var (
@@ -77,6 +79,30 @@ func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
 		r.resign(h, body, at)
 	}
 }
+
+// Unsign removes the provider's signature headers from h (those Resign
+// writes), for a delivery whguard must not sign: content it did not verify
+// with this provider's scheme (journaled under another scheme, or under
+// none). It does nothing when CanResign is false: such schemes' headers
+// are forwarded as received, and cannot verify without the sender's key.
+func (p *Provider) Unsign(h http.Header) {
+	if r, ok := p.verifier.(resigner); ok {
+		r.unsign(h)
+	}
+}
+
+func (s *stripeScheme) unsign(h http.Header) { h.Del(stripeSignatureHeader) }
+
+// unsign removes the signature of both header sets (svix-* and webhook-*).
+func (s *standardScheme) unsign(h http.Header) {
+	h.Del("Webhook-Signature")
+	h.Del("Svix-Signature")
+}
+
+func (s *slackScheme) unsign(h http.Header)        { h.Del(slackSignatureHeader) }
+func (s *zoomScheme) unsign(h http.Header)         { h.Del(zoomSignatureHeader) }
+func (s *paddleScheme) unsign(h http.Header)       { h.Del(paddleSignatureHeader) }
+func (s hmacTimestampScheme) unsign(h http.Header) { h.Del(s.sigHeader) }
 
 // unixText formats at as the unix seconds the schemes sign.
 func unixText(at time.Time) string { return strconv.FormatInt(at.Unix(), 10) }

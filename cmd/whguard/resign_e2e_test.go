@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -106,5 +109,119 @@ func TestE2EResignLateDelivery(t *testing.T) {
 	}
 	if hosts["stale"] == "hooks.example.com" || hosts["stale"] == "" {
 		t.Errorf("without PRESERVE_HOST: backend saw Host %q, want its own", hosts["stale"])
+	}
+}
+
+// TestE2ENeverSignsWhatItDidNotVerify: an event journaled while its
+// provider used the none scheme (nothing verified) is replayed after the
+// provider moved to stripe: whguard does not sign it for the backend (it
+// goes without a Stripe-Signature, so a backend that verifies refuses it),
+// and the API says which scheme it was journaled under, while an event
+// verified under stripe is re-signed as usual. (Found: the replay was
+// signed with the new secret, and a backend verifying it accepted
+// unverified content.)
+func TestE2ENeverSignsWhatItDidNotVerify(t *testing.T) {
+	t.Parallel()
+	const secret = "whsec_schemeChangeSecret0123456789"
+	type seen struct {
+		sig      string
+		verified bool
+	}
+	var (
+		mu  sync.Mutex
+		got = map[string][]seen{} // event id → deliveries
+	)
+	backend := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		sig := r.Header.Get("Stripe-Signature")
+		err := webhook.ValidatePayload(body, sig, secret)
+		var ev struct{ ID string }
+		_ = json.Unmarshal(body, &ev) // under none the key is the body's digest: tell them by the body's id
+		mu.Lock()
+		got[ev.ID] = append(got[ev.ID], seen{sig, err == nil})
+		mu.Unlock()
+		w.WriteHeader(http.StatusOK) // accepted either way: the test looks at what was sent
+	}))
+	t.Cleanup(backend.Close)
+	db := filepath.Join(t.TempDir(), "journal.db")
+	listen, admin := freePort(t), freePort(t)
+	env := func(scheme ...string) []string {
+		return append([]string{
+			"WHGUARD_DATABASE_URL=sqlite:" + db, "WHGUARD_LISTEN=" + listen, "WHGUARD_ADMIN_LISTEN=" + admin,
+			"WHGUARD_ADMIN_TOKEN=tok", "WHGUARD_BACKEND_URL=" + backend.URL, "WHGUARD_PROVIDERS=pay",
+			"WHGUARD_SHUTDOWN_TIMEOUT=5s",
+		}, scheme...)
+	}
+	client := &http.Client{Timeout: 10 * time.Second}
+	post := func(body []byte, sig string) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodPost, "http://"+listen+"/webhooks/pay", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		if sig != "" {
+			req.Header.Set("Stripe-Signature", sig) // forged under none: nothing checks it
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("post: %d", resp.StatusCode)
+		}
+	}
+	delivered := func(id string, n int) []seen {
+		t.Helper()
+		waitFor(t, 20*time.Second, fmt.Sprintf("%d deliveries of %s", n, id), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got[id]) >= n
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]seen(nil), got[id]...)
+	}
+
+	p := start(t, binary, env("WHGUARD_PAY_SCHEME=none"))
+	waitHTTP(t, "http://"+admin+"/readyz", 20*time.Second)
+	post([]byte(`{"id":"evt_unverified","object":"event","type":"charge.refunded"}`), "t=1,v1=forged")
+	delivered("evt_unverified", 1)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.wait(t, 10*time.Second)
+
+	p = start(t, binary, env("WHGUARD_PAY_SCHEME=stripe", "WHGUARD_PAY_SECRET="+secret))
+	waitHTTP(t, "http://"+admin+"/readyz", 20*time.Second)
+	body := []byte(`{"id":"evt_verified","object":"event","type":"charge.refunded"}`)
+	post(body, webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{Payload: body, Secret: secret, Timestamp: time.Now()}).Header)
+	if d := delivered("evt_verified", 1); !d[0].verified {
+		t.Fatalf("an event verified under stripe was not delivered signed: %+v", d)
+	}
+	// Replay the one journaled under none.
+	var list struct {
+		Events []struct {
+			ID      int64  `json:"id"`
+			EventID string `json:"event_id"`
+		} `json:"events"`
+	}
+	adminGet(t, admin, "tok", "/api/events?limit=10", &list)
+	var unverified int64
+	for _, e := range list.Events {
+		if e.EventID != "evt_verified" {
+			unverified = e.ID
+		}
+	}
+	var detail struct {
+		Scheme   string `json:"scheme"`
+		Unsigned string `json:"unsigned"`
+	}
+	adminGet(t, admin, "tok", fmt.Sprintf("/api/events/%d", unverified), &detail)
+	if detail.Scheme != "none" || !strings.Contains(detail.Unsigned, "without a provider signature") {
+		t.Errorf("API shows %+v for the event journaled under none", detail)
+	}
+	adminPost(t, admin, "tok", fmt.Sprintf("/api/events/%d/replay", unverified), `{"reason":"scheme changed"}`)
+	d := delivered("evt_unverified", 2)
+	for i, s := range d {
+		if s.verified || s.sig != "" && i > 0 {
+			t.Errorf("delivery %d of the unverified event carried Stripe-Signature %q (verifies: %v)", i+1, s.sig, s.verified)
+		}
 	}
 }

@@ -93,7 +93,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
 		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost,
-			Sync: p.syncTimeout > 0}
+			Sync: p.syncTimeout > 0, Scheme: p.provider.SchemeName(), Unsign: p.provider.Unsign}
 		if p.resign {
 			t.Resign = p.provider.Resign
 		}
@@ -161,7 +161,8 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j}),
+			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
+			Schemes: providerSchemes(cfg)}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -299,6 +300,15 @@ func providerNames(cfg *config) []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// providerSchemes maps the configured providers to their schemes.
+func providerSchemes(cfg *config) map[string]string {
+	m := make(map[string]string, len(cfg.providers))
+	for _, p := range cfg.providers {
+		m[p.name] = p.provider.SchemeName()
+	}
+	return m
 }
 
 // backendControl adapts the forwarder to the admin API's BackendControl.
