@@ -77,21 +77,24 @@ ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.S
 	return pgx.CollectRows(rows, scanSummary)
 }
 
-func (p *Postgres) bodies(ctx context.Context, ids []int64) (map[int64][]byte, error) {
+func (p *Postgres) eachBody(ctx context.Context, ids []int64, fn func(id int64, body []byte) error) error {
 	rows, err := p.pool.Query(ctx, `SELECT event_row_id, body FROM whguard_payloads WHERE event_row_id = ANY ($1::bigint[])`, ids)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make(map[int64][]byte, len(ids))
-	var (
-		id   int64
-		body []byte
-	)
-	_, err = pgx.ForEachRow(rows, []any{&id, &body}, func() error {
-		out[id] = append([]byte(nil), body...)
-		return nil
-	})
-	return out, err
+	defer rows.Close()
+	for rows.Next() {
+		// RawValues: the body as received from the server, not copied.
+		raw := rows.RawValues()
+		var id int64
+		if err := rows.Scan(&id, nil); err != nil {
+			return err
+		}
+		if err := fn(id, raw[1]); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
 }
 
 // Conflicts returns the copies of event id received with other content,

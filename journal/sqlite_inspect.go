@@ -71,9 +71,9 @@ ORDER BY id DESC LIMIT ?`, append(args, n)...)
 	return out, err
 }
 
-func (s *SQLite) bodies(ctx context.Context, ids []int64) (map[int64][]byte, error) {
+func (s *SQLite) eachBody(ctx context.Context, ids []int64, fn func(id int64, body []byte) error) error {
 	if len(ids) == 0 {
-		return nil, nil
+		return nil
 	}
 	args := make([]any, len(ids))
 	for i, id := range ids {
@@ -82,19 +82,13 @@ func (s *SQLite) bodies(ctx context.Context, ids []int64) (map[int64][]byte, err
 	rows, err := s.r.QueryContext(ctx, `SELECT event_row_id, body FROM whguard_payloads WHERE event_row_id IN (?`+
 		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := make(map[int64][]byte, len(ids))
 	var (
 		id   int64
-		body []byte
+		body sql.RawBytes // the driver's row, not copied
 	)
-	err = eachRow(rows, func() error {
-		out[id] = body
-		body = nil
-		return nil
-	}, &id, &body)
-	return out, err
+	return eachRow(rows, func() error { return fn(id, body) }, &id, &body)
 }
 
 // Conflicts returns the copies of event id received with other content,

@@ -57,14 +57,15 @@ func (d *fakeDialect) replayIDs(_ context.Context, ids []int64, _ string) (int, 
 	return len(ids), nil
 }
 
-func (d *fakeDialect) bodies(_ context.Context, ids []int64) (map[int64][]byte, error) {
-	out := map[int64][]byte{}
+func (d *fakeDialect) eachBody(_ context.Context, ids []int64, fn func(id int64, body []byte) error) error {
 	for _, id := range ids {
 		if b, ok := d.stored[id]; ok {
-			out[id] = b
+			if err := fn(id, b); err != nil {
+				return err
+			}
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func (d *fakeDialect) cleanupEvents(_ context.Context, before time.Time, n int) (int, error) {

@@ -332,6 +332,13 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	if n > 0 {
 		a.onReplay()
 	}
+	if errors.Is(err, journal.ErrSearchTooSlow) {
+		// Not the journal's fault: one step of the walk could not be
+		// narrowed by an index in time. What was replayed stays replayed.
+		a.log.Info("bulk replay stopped: its filters need narrowing", zap.Int("replayed", n))
+		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": err.Error(), "replayed": n})
+		return
+	}
 	if err != nil {
 		a.log.Warn("bulk replay stopped", zap.Int("replayed", n), zap.Error(err))
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "journal unavailable; bulk replay stopped", "replayed": n})

@@ -20,11 +20,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -97,6 +99,7 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 	case "migrate":
 		err = migrate(ctx, cfg, log)
 	default:
+		followMemoryLimit(log)
 		err = serve(ctx, cfg, log)
 	}
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -104,6 +107,28 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// memoryLimitRatio is the share of the container's memory limit given to
+// Go's heap target (GOMEMLIMIT): the rest is for the runtime's own
+// memory, stacks and buffers outside the heap.
+const memoryLimitRatio = 0.9
+
+// followMemoryLimit sets Go's memory limit from the container's cgroup
+// limit when GOMEMLIMIT is unset (automemlimit reads cgroup v1 and v2), so
+// that the collector works harder as the limit nears instead of the
+// kernel killing the process; an explicit GOMEMLIMIT (or
+// AUTOMEMLIMIT=off) wins.
+func followMemoryLimit(log *zap.Logger) {
+	limit, err := memlimit.Set(memlimit.WithRatio(memoryLimitRatio))
+	switch {
+	case err != nil:
+		log.Debug("no container memory limit read", zap.Error(err))
+	case os.Getenv("GOMEMLIMIT") != "":
+		log.Info("memory limit from GOMEMLIMIT", zap.Int64("bytes", limit))
+	case limit > 0 && limit < math.MaxInt64:
+		log.Info("memory limit from the container's cgroup", zap.Int64("gomemlimit_bytes", limit), zap.Float64("ratio", memoryLimitRatio))
+	}
 }
 
 const usage = `usage: whguard [command]

@@ -197,11 +197,17 @@ func testRun(t *testing.T, pm *podman) {
 	}
 
 	// No volume: the default sqlite:whguard.db lands in the image's data
-	// directory, which 65532 must be able to write.
+	// directory, which 65532 must be able to write. A memory limit as the
+	// manifests set: whguard sets Go's memory limit from it.
 	first := pod + "-whguard-1"
-	pm.must(t, append(append([]string{"run", "-d", "--pod", pod, "--name", first, "--user", "65532:65532"}, sidecarEnv...), image)...)
+	pm.must(t, append(append([]string{"run", "-d", "--pod", pod, "--name", first, "--user", "65532:65532", "--memory", "256m"}, sidecarEnv...), image)...)
 	waitReady(t, pm, first, readyz)
 	sendAndSee(t, ingress, appURL, "run1", 3)
+	logs := pm.must(t, "logs", first)
+	limit := float64(256 << 20)
+	if want := fmt.Sprintf(`"gomemlimit_bytes":%d`, int64(limit*0.9)); !strings.Contains(logs, "memory limit from the container's cgroup") || !strings.Contains(logs, want) {
+		t.Errorf("whguard did not follow the container's 256 MiB limit (want %s):\n%s", want, logs)
+	}
 	pm.must(t, "rm", "-f", "-t", "2", first)
 
 	// A read-only root (no tmpfs either, as readOnlyRootFilesystem) and a
