@@ -45,6 +45,9 @@ type APIConfig struct {
 	Backends BackendControl
 	// Overview, when set, serves GET /api/overview.
 	Overview OverviewSource
+	// Origins are the configured backends' origins (scheme://host:port):
+	// a pause must name one of them, or a provider, unless forced.
+	Origins []string
 	// Schemes maps each configured provider to its signature scheme: an
 	// event journaled under another one (or under none) is shown as
 	// forwarded without a provider signature.
@@ -55,7 +58,7 @@ type APIConfig struct {
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes}
+		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes, origins: cfg.Origins}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -89,6 +92,7 @@ type api struct {
 	// overviewSrc serves GET /api/overview (overview.go).
 	overviewSrc OverviewSource
 	schemes     map[string]string
+	origins     []string
 }
 
 var validStatus = map[journal.Status]bool{

@@ -3,8 +3,11 @@ package proxy
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 
@@ -26,6 +29,9 @@ type pauseRequest struct {
 	Backend  string `json:"backend"`
 	Provider string `json:"provider"`
 	Reason   string `json:"reason"`
+	// Force pauses a target that matches nothing configured (a backend
+	// or provider about to be added).
+	Force bool `json:"force"`
 }
 
 func (a *api) backends(w http.ResponseWriter, r *http.Request) {
@@ -43,44 +49,57 @@ func (a *api) backends(w http.ResponseWriter, r *http.Request) {
 
 // readPause reads a pause or resume request: exactly one target, and a
 // reason (pauses are audited like replays).
-func (a *api) readPause(w http.ResponseWriter, r *http.Request) (kind, name, reason string, ok bool) {
+func (a *api) readPause(w http.ResponseWriter, r *http.Request) (req pauseRequest, kind, name string, ok bool) {
 	if a.control == nil {
 		apiError(w, http.StatusNotFound, "no forwarder in this process")
-		return "", "", "", false
+		return req, "", "", false
 	}
-	var req pauseRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
 		apiError(w, http.StatusBadRequest, `body must be JSON like {"backend":"http://app:3000","reason":"…"} or {"provider":"stripe","reason":"…"}`)
-		return "", "", "", false
+		return req, "", "", false
 	}
 	switch {
 	case (req.Backend == "") == (req.Provider == ""):
 		apiError(w, http.StatusBadRequest, "name exactly one of backend (scheme://host:port) or provider")
-		return "", "", "", false
+		return req, "", "", false
 	case req.Reason == "":
 		apiError(w, http.StatusBadRequest, "reason is required: pauses are audited")
-		return "", "", "", false
+		return req, "", "", false
 	case len(req.Reason) > 1000 || len(req.Backend) > 1000 || len(req.Provider) > 1000:
 		apiError(w, http.StatusBadRequest, "backend, provider and reason are limited to 1000 bytes")
-		return "", "", "", false
+		return req, "", "", false
 	}
 	for _, v := range []string{req.Backend, req.Provider, req.Reason} {
 		if !cleanText(v) {
 			apiError(w, http.StatusBadRequest, "backend, provider and reason must be UTF-8 text without control characters")
-			return "", "", "", false
+			return req, "", "", false
 		}
 	}
 	if req.Backend != "" {
-		return journal.PauseBackend, req.Backend, req.Reason, true
+		return req, journal.PauseBackend, strings.TrimSuffix(req.Backend, "/"), true
 	}
-	return journal.PauseProvider, req.Provider, req.Reason, true
+	return req, journal.PauseProvider, req.Provider, true
 }
 
 func (a *api) pause(w http.ResponseWriter, r *http.Request) {
-	kind, name, reason, ok := a.readPause(w, r)
+	req, kind, name, ok := a.readPause(w, r)
 	if !ok {
+		return
+	}
+	reason := req.Reason
+	// A pause that names nothing configured would hold nothing while
+	// saying "paused": refused, naming what is there, unless forced.
+	if known := a.configured(kind); !req.Force && !slices.Contains(known, name) {
+		what := "backend (an origin, scheme://host:port, as GET /api/backends lists it)"
+		if kind == journal.PauseProvider {
+			what = "provider"
+		}
+		writeJSON(w, http.StatusNotFound, map[string]any{
+			"error":      fmt.Sprintf("no %s %q is configured; configured: %s (\"force\":true pauses it anyway)", what, name, strings.Join(known, ", ")),
+			"configured": known,
+		})
 		return
 	}
 	p, err := a.control.Pause(r.Context(), journal.Pause{Kind: kind, Name: name, Reason: reason})
@@ -92,11 +111,21 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"status": "paused", "pause": p})
 }
 
+// configured lists the backends' origins, or the providers' names, of
+// this configuration.
+func (a *api) configured(kind string) []string {
+	if kind == journal.PauseProvider {
+		return a.providers
+	}
+	return a.origins
+}
+
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
-	kind, name, reason, ok := a.readPause(w, r)
+	req, kind, name, ok := a.readPause(w, r)
 	if !ok {
 		return
 	}
+	reason := req.Reason
 	found, err := a.control.Resume(r.Context(), kind, name, reason)
 	if err != nil {
 		a.unavailable(w, err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 
@@ -40,11 +41,57 @@ func (c *fakeControl) Resume(_ context.Context, kind, name, _ string) (bool, err
 	return len(c.paused) > 0, nil
 }
 
+// TestPauseMustNameSomethingConfigured: a pause of an origin or provider
+// that matches nothing configured answers 404 naming what is configured,
+// and pauses nothing, unless forced. (Found: "pause -backend
+// 127.0.0.1:15001", without the scheme, answered "paused" and held
+// nothing.)
+func TestPauseMustNameSomethingConfigured(t *testing.T) {
+	t.Parallel()
+	c := &fakeControl{}
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Backends: c, Origins: []string{"http://127.0.0.1:15001"}, Providers: []string{"stripe", "github"}}),
+	})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	a := &apiFixture{srv: srv}
+	for _, body := range []string{
+		`{"backend":"127.0.0.1:15001","reason":"x"}`,
+		`{"backend":"http://127.0.0.1:15002","reason":"x"}`,
+		`{"provider":"shopify","reason":"x"}`,
+	} {
+		code, m := a.do(t, "POST", "/api/backends/pause", "tok", body)
+		msg, _ := m["error"].(string)
+		if code != http.StatusNotFound || !strings.Contains(msg, "configured: ") {
+			t.Errorf("pause %s: %d %v; want 404 naming what is configured", body, code, m)
+		}
+		if !strings.Contains(msg, "http://127.0.0.1:15001") && !strings.Contains(msg, "stripe, github") {
+			t.Errorf("pause %s: %q names nothing configured", body, msg)
+		}
+	}
+	if len(c.paused) != 0 {
+		t.Fatalf("paused %+v", c.paused)
+	}
+	for _, body := range []string{
+		`{"backend":"http://127.0.0.1:15001/","reason":"x"}`, // a trailing slash is the same origin
+		`{"provider":"stripe","reason":"x"}`,
+		`{"backend":"http://new-app:80","reason":"x","force":true}`,
+	} {
+		if code, m := a.do(t, "POST", "/api/backends/pause", "tok", body); code != http.StatusOK {
+			t.Errorf("pause %s: %d %v", body, code, m)
+		}
+	}
+	if len(c.paused) != 3 || c.paused[0].Name != "http://127.0.0.1:15001" {
+		t.Fatalf("paused %+v", c.paused)
+	}
+}
+
 func TestBackendsAPI(t *testing.T) {
 	c := &fakeControl{}
 	admin := proxy.NewAdmin(proxy.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Backends: c}),
+		API: proxy.NewAPI(proxy.APIConfig{Backends: c, Origins: []string{"http://app:80"}, Providers: []string{"stripe"}}),
 	})
 	srv := httptest.NewServer(admin)
 	t.Cleanup(srv.Close)

@@ -16,7 +16,7 @@ import (
 
 const backendsUsage = `usage:
   whguard backends list   [-json]
-  whguard backends pause  (-backend ORIGIN | -provider P) -reason WHY
+  whguard backends pause  (-backend ORIGIN | -provider P) -reason WHY [-force]
   whguard backends resume (-backend ORIGIN | -provider P) -reason WHY
 
 A backend is an origin, scheme://host:port, as "list" shows it. A pause
@@ -98,6 +98,7 @@ func (c *apiClient) pauseOrResume(verb string, args []string, w io.Writer) error
 	backend := fs.String("backend", "", "the backend's origin, scheme://host:port")
 	provider := fs.String("provider", "", "a provider name")
 	reason := fs.String("reason", "", "why (audited)")
+	force := fs.Bool("force", false, "pause a backend or provider that is not configured (yet)")
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error() + "\n" + backendsUsage)
 	}
@@ -107,7 +108,10 @@ func (c *apiClient) pauseOrResume(verb string, args []string, w io.Writer) error
 	if *reason == "" {
 		return usageError("-reason is required: pauses are audited")
 	}
-	body := map[string]string{"reason": *reason}
+	body := map[string]any{"reason": *reason}
+	if *force && verb == "pause" {
+		body["force"] = true
+	}
 	target := ""
 	if *backend != "" {
 		body["backend"], target = forwarder.Origin(*backend), "backend "+forwarder.Origin(*backend)

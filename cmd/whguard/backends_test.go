@@ -31,7 +31,7 @@ func TestBackendsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}})
+	admin := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Origins: []string{"http://app:3000"}, Providers: []string{"stripe", "github"}})
 	cli := func(args ...string) (int, string) {
 		code, out, errOut := admin(append([]string{"backends"}, args...)...)
 		return code, out + errOut
@@ -63,5 +63,18 @@ func TestBackendsCommand(t *testing.T) {
 	}
 	if code, out := cli("resume", "-provider", "stripe"); code != 2 || !strings.Contains(out, "-reason is required") {
 		t.Fatalf("resume without a reason: %d %s", code, out)
+	}
+	// A pause that names nothing configured exits 1, saying what is.
+	for _, target := range [][]string{{"-backend", "app:3000"}, {"-backend", "http://app:3001"}, {"-provider", "shopify"}} {
+		code, out := cli(append(append([]string{"pause"}, target...), "-reason", "typo")...)
+		if code != 1 || !strings.Contains(out, "configured") {
+			t.Errorf("pause %v: %d %s; want exit 1 naming what is configured", target, code, out)
+		}
+	}
+	if code, out := cli("pause", "-backend", "http://app:3001", "-reason", "coming", "-force"); code != 0 || !strings.Contains(out, "paused") {
+		t.Fatalf("forced pause: %d %s", code, out)
+	}
+	if ps, err := j.Pauses(ctx); err != nil || len(ps) != 2 { // stripe's, and the forced one
+		t.Fatalf("stored pauses after the refused ones: %+v %v", ps, err)
 	}
 }

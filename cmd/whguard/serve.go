@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,7 +163,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		Token:    cfg.AdminToken,
 		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
 			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
-			Schemes: providerSchemes(cfg)}),
+			Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -300,6 +301,17 @@ func providerNames(cfg *config) []string {
 		names[i] = p.name
 	}
 	return names
+}
+
+// backendOrigins lists the configured backends' origins.
+func backendOrigins(cfg *config) []string {
+	var out []string
+	for _, p := range cfg.providers {
+		if o := forwarder.Origin(p.env.BackendURL); !slices.Contains(out, o) {
+			out = append(out, o)
+		}
+	}
+	return out
 }
 
 // providerSchemes maps the configured providers to their schemes.
