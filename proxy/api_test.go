@@ -551,3 +551,32 @@ func TestAPIShowsTheStoredReply(t *testing.T) {
 		}
 	})
 }
+
+// slowSearchStore is a journal whose filtered bulk replay stops at the
+// search bound after replaying some events.
+type slowSearchStore struct{ journal.Store }
+
+func (slowSearchStore) BulkReplay(context.Context, journal.Filter, string) (int, error) {
+	return 7, fmt.Errorf("bulk replay: %w", journal.ErrSearchTooSlow)
+}
+
+// TestBulkReplayStoppedBySearchBoundIs422: a filtered bulk replay whose
+// walk cannot be narrowed by an index in time says what to narrow (422,
+// with what it replayed), not that the journal is down. (Found: a
+// filtered bulk replay with match over 200 000 events answered 503
+// "journal unavailable".)
+func TestBulkReplayStoppedBySearchBoundIs422(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	admin := proxy.NewAdmin(proxy.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
+		API: proxy.NewAPI(proxy.APIConfig{Store: slowSearchStore{j}}),
+	})
+	srv := httptest.NewServer(admin)
+	t.Cleanup(srv.Close)
+	a := &apiFixture{srv: srv}
+	code, m := a.do(t, "POST", "/api/replay", "tok", `{"status":"done","match":["/data/customer=cus_1"],"reason":"x"}`)
+	if msg, _ := m["error"].(string); code != http.StatusUnprocessableEntity || m["replayed"] != 7.0 || !strings.Contains(msg, "narrow") {
+		t.Fatalf("bulk replay stopped by the search bound: %d %v; want 422 saying what to narrow", code, m)
+	}
+}
