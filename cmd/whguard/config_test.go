@@ -697,4 +697,3 @@ func TestProtectionSettings(t *testing.T) {
 		t.Error("no limit configured, limited() true: the delivery path would ask the governor")
 	}
 }
-
