@@ -226,7 +226,7 @@ func TestInspectorBackendsInBrowser(t *testing.T) {
 	c := &stateControl{}
 	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c}),
+		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c, Origins: []string{"http://app:3000"}}),
 	}))
 	defer srv.Close()
 	ctx, waitJS := openInspector(t, srv.URL, "browser-token")

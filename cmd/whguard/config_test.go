@@ -63,6 +63,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_DEDUP_RETENTION", "30m", nil, "at least 1h"},
 		{"WHGUARD_PAYLOAD_RETENTION", "0s", nil, "at most WHGUARD_DEDUP_RETENTION"},
 		{"WHGUARD_REDIS_URL", "http://127.0.0.1:6379", nil, "redis://host:port/db"},
+		{"WHGUARD_REDIS_NAMESPACE", "a b{c}", nil, "1 to 64 letters"},
 		{"WHGUARD_BACKEND_RATE_LIMIT", "50 per second", nil, "N/s, N/m or N/h"},
 		{"WHGUARD_BACKEND_RATE_BURST", "0", []string{"WHGUARD_BACKEND_RATE_LIMIT=5/s"}, "from 1 to 1000000"},
 		{"WHGUARD_BACKEND_MAX_IN_FLIGHT", "-1", nil, "0 (no bound) or more"},
