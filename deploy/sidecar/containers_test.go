@@ -203,7 +203,7 @@ func testRun(t *testing.T, pm *podman) {
 	pm.must(t, append(append([]string{"run", "-d", "--pod", pod, "--name", first, "--user", "65532:65532", "--memory", "256m"}, sidecarEnv...), image)...)
 	waitReady(t, pm, first, readyz)
 	sendAndSee(t, ingress, appURL, "run1", 3)
-	logs := pm.must(t, "logs", first)
+	logs := pm.logs(t, first)
 	limit := float64(256 << 20)
 	if want := fmt.Sprintf(`"gomemlimit_bytes":%d`, int64(limit*0.9)); !strings.Contains(logs, "memory limit from the container's cgroup") || !strings.Contains(logs, want) {
 		t.Errorf("whguard did not follow the container's 256 MiB limit (want %s):\n%s", want, logs)
@@ -519,6 +519,17 @@ func (p *podman) runInput(input []byte, args ...string) (string, error) {
 }
 
 func (p *podman) run(args ...string) (string, error) { return p.runInput(nil, args...) }
+
+// logs returns what a container wrote, stdout and stderr together
+// (whguard logs on stderr, which `podman logs` passes on as stderr).
+func (p *podman) logs(t *testing.T, name string) string {
+	t.Helper()
+	out, err := exec.Command("podman", "logs", name).CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman logs %s: %v\n%s", name, err, out)
+	}
+	return string(out)
+}
 
 func (p *podman) must(t *testing.T, args ...string) string {
 	t.Helper()
