@@ -102,13 +102,13 @@ func (f *Forwarder) deliver(j job) {
 		// Journaled before its provider was removed or renamed in the
 		// configuration: not an attempt. The event waits in the journal,
 		// shown as held, and goes out once a replica has a target for it.
-		defer f.freeSlot(j)
+		defer f.freeSlot()
 		f.hold(d, f.cfg.NoBackendHold, HoldNoBackend, true)
 		return
 	}
 	if p, paused := f.pausedFor(d.Provider); paused {
 		// Not an attempt: held until the pause ends (Resume makes it due).
-		defer f.freeSlot(j)
+		defer f.freeSlot()
 		f.unadmitPre(j)
 		log.Debug("delivery paused", zap.String("pause", p.Kind+" "+p.Name))
 		f.hold(d, f.cfg.PauseHold, journal.HoldPaused, true)
@@ -126,15 +126,15 @@ func (f *Forwarder) deliver(j job) {
 		// The backend's answer (or its failure to answer) tunes the limit
 		// of deliveries in flight; before this one's slot is handed over,
 		// so a shrinking limit can keep it.
-		if _, changed := f.limit.observe(f.cfg.Now(), res.duration, overloaded(res.status), f.inUse()); changed {
-			f.applyLimit()
+		if limit, changed := f.limit.observe(f.cfg.Now(), res.duration, overloaded(res.status), f.adm.snapshot().inFlight); changed {
+			f.pokeIf(f.adm.setLimit(limit))
 		}
 	}
 	if f.aborted.Err() != nil && res.status == 0 {
 		// Interrupted by shutdown, not by the backend: hand the lease back
 		// without spending the attempt.
 		f.unadmit(ask, false, 0)
-		defer f.freeSlot(j)
+		defer f.freeSlot()
 		f.release(d)
 		return
 	}
@@ -166,7 +166,7 @@ func (f *Forwarder) deliver(j job) {
 	if dec.Outcome == OutcomeDead && f.cfg.Alerts != nil {
 		f.cfg.Alerts.Dead(d.Provider, f.origins[d.Provider], d.EventID)
 	}
-	f.toRecord(j)
+	f.toRecord()
 	defer f.recorded()
 	// After the slot is handed over: the next delivery starts while the
 	// governor's slot goes back (a batched Redis call) and the outcome is
@@ -190,10 +190,7 @@ func (f *Forwarder) deliver(j job) {
 		// but while the fetcher waits for freed slots, they already wake
 		// it a quarter at a time, and it finds the next in line then: a
 		// wake per outcome would make it lease one row per statement.
-		f.announced.Store(true)
-		if !f.fetcherWaits() {
-			f.poke()
-		}
+		f.pokeIf(f.adm.announceNext())
 	}
 	if dec.Outcome == OutcomeRetry && dec.Delay < f.cfg.PollInterval {
 		// Due before the next poll: look for it when it is due, counted

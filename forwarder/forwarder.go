@@ -296,13 +296,15 @@ type Forwarder struct {
 	sending map[string]*atomic.Int32
 	// pauses is the pauses in force as last read (pause.go).
 	pauses atomic.Pointer[pauseSet]
-	// governorWaits counts the deliveries waiting in memory for the
-	// governor (govern.go).
-	governorWaits atomic.Int32
 	// figures are this replica's per-minute delivery figures (figures.go).
 	figures *figures
 
-	admission
+	// adm decides who delivers and when (admission.go); limit is the
+	// adaptive in-flight limit it applies (adapt.go); wake is the
+	// fetcher's wake-up (Wake and poke send, fetchLoop alone receives).
+	adm   *admission
+	limit *inFlightLimit
+	wake  chan struct{}
 	*pool
 
 	// complete batches the outcomes of deliveries finishing together into
@@ -351,12 +353,14 @@ func New(cfg Config) (*Forwarder, error) {
 	f := &Forwarder{
 		cfg:       cfg,
 		log:       cfg.Logger,
-		admission: newAdmission(),
-		pool:      newPool(cfg.Concurrency, limitCeiling(cfg), cfg.Now()),
+		pool:      newPool(),
+		wake:      make(chan struct{}, 1),
 		stopGrace: stopGrace,
 		origins:   make(map[string]string, len(cfg.Targets)),
 		figures:   newFigures(),
 	}
+	f.limit = newInFlightLimit(limitCeiling(cfg), cfg.Now())
+	f.adm = newAdmission(cfg.Concurrency, f.limit.current())
 	f.replies, _ = cfg.Store.(ReplyStore)
 	f.sending = map[string]*atomic.Int32{}
 	for name, t := range cfg.Targets {
@@ -367,7 +371,7 @@ func New(cfg Config) (*Forwarder, error) {
 		}
 	}
 	f.aborted, f.abort = context.WithCancel(context.Background())
-	cfg.Metrics.observe(f.pool.occupancy)
+	cfg.Metrics.observe(f.adm.snapshot)
 	// Outcomes linger a little for larger batches: their latency is
 	// nobody's (the slot is already free, the backend has answered), and
 	// fewer, larger statements cost the database less per outcome.
@@ -461,7 +465,7 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 		case <-finished:
 		case <-time.After(f.stopGrace):
 			f.log.Error("work still unfinished after the shutdown deadline; its leases expire and those events are delivered again",
-				zap.Int32("claims", f.claims.Load()), zap.Duration("waited", f.stopGrace))
+				zap.Duration("waited", f.stopGrace))
 		}
 	}
 	f.abort()

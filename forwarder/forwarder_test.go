@@ -888,6 +888,9 @@ func TestBusySlotsAreNoBacklog(t *testing.T) {
 	f, _ := startForwarder(t, c, srv.URL, func(c *forwarder.Config) {
 		c.Concurrency, c.Timeout, c.PollInterval = 4, time.Minute, 400*time.Millisecond
 	})
+	// The start announces a look at the journal: wait for that lease, so
+	// that it is not taken for one of the polls'.
+	waitUntil(t, 5*time.Second, "the start's lease", func() bool { return c.n.Load() > 0 })
 	for _, id := range []string{"evt_a", "evt_b", "evt_c", "evt_d"} {
 		leaseFor, ok := f.Claim()
 		if !ok {
@@ -1847,5 +1850,17 @@ func testDispatchSyncAnswers(t *testing.T, store string) {
 	}
 	if det := waitStatus(t, j, d2.ID, journal.StatusPending, 5*time.Second); det.Reply != nil {
 		t.Fatalf("reply stored for an interrupted delivery: %+v", det.Reply)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after within.
+func waitUntil(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", within, what)
+		}
+		time.Sleep(2 * time.Millisecond)
 	}
 }

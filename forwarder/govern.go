@@ -48,14 +48,14 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 		}
 		switch {
 		case f.aborted.Err() != nil:
-			defer f.freeSlot(j)
+			defer f.freeSlot()
 			f.release(d)
 			return a, false
 		case err != nil:
 			// Nothing goes out past a limit that cannot be checked: the
 			// event waits in the journal, its attempt unspent (the
 			// governor logs the outage once).
-			defer f.freeSlot(j)
+			defer f.freeSlot()
 			f.hold(d, f.cfg.UnavailableHold, governor.HoldUnavailable, true)
 			return a, false
 		case dec.Allowed:
@@ -66,11 +66,12 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 			counted = true
 		}
 		// Waiting here keeps a delivery slot: at most maxMemoryHold in
-		// all for one delivery, and by at most half the slots at once, so
-		// that a limited backend cannot take every slot from the others.
+		// all for one delivery, and by at most governorWaitBound
+		// deliveries at once, so that a limited backend cannot take every
+		// slot from the others.
 		if waited+dec.RetryAfter > maxMemoryHold || f.cfg.Now().Add(dec.RetryAfter+f.cfg.Timeout).After(j.recordBy) ||
-			!f.startMemoryWait() {
-			defer f.freeSlot(j)
+			!f.adm.startGovernorWait() {
+			defer f.freeSlot()
 			f.hold(d, dec.RetryAfter, dec.Reason, false)
 			return a, false
 		}
@@ -81,22 +82,7 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 		case <-f.aborted.Done():
 			t.Stop()
 		}
-		f.governorWaits.Add(-1)
-	}
-}
-
-// startMemoryWait takes one of the places for deliveries waiting in
-// memory for the governor (half the in-flight limit), or reports none is
-// free.
-func (f *Forwarder) startMemoryWait() bool {
-	for {
-		n := f.governorWaits.Load()
-		if int(n) >= max(1, f.limit.current()/2) {
-			return false
-		}
-		if f.governorWaits.CompareAndSwap(n, n+1) {
-			return true
-		}
+		f.adm.endGovernorWait()
 	}
 }
 

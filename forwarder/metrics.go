@@ -106,11 +106,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// occupancy is what the forwarder's bounds hold at one moment.
-type occupancy struct {
-	inFlight, recording, claimsWaiting, limit int
-}
-
 // observe makes the occupancy gauges read f.
 func (m *Metrics) observe(f func() occupancy) {
 	if m == nil {

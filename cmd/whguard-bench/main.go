@@ -43,6 +43,10 @@ type options struct {
 	only, fixed                                   []string
 	long                                          bool
 	longEvents, preloadRows                       int
+	// whguardBin, when set, is the whguard binary to run instead of one
+	// built from this checkout: the way to measure old code against new
+	// in interleaved pairs with one harness.
+	whguardBin string
 }
 
 func main() {
@@ -80,6 +84,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.chart, "chart", "BENCHMARKS.png", "PNG chart path (relative paths are under the module root)")
 	only := fs.String("only", strings.Join(serverNames(), ","), "comma list of servers to run")
 	fixed := fs.String("fixed", strings.Join(serverNames(), ","), "comma list of servers to run at the fixed rate too (empty: none)")
+	fs.StringVar(&o.whguardBin, "whguard", "", "run this whguard binary instead of building ./cmd/whguard (old against new, in interleaved pairs)")
 	fs.BoolVar(&o.long, "long", false, "also the long runs: -long-events through whguard-pg (bounded memory), and an empty vs -preload-rows journal comparison")
 	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run (0 skips it)")
 	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison (0 skips it)")

@@ -148,7 +148,10 @@ func newHarness(ctx context.Context, opts options) (*harness, func(), error) {
 	}
 	h := &harness{opts: opts, root: root, tmp: tmp, self: self}
 	cleanup := func() { _ = os.RemoveAll(tmp) }
-	if slices.ContainsFunc(opts.only, forwards) || opts.long {
+	if opts.whguardBin != "" {
+		h.whguard = opts.whguardBin
+		progress("running whguard from %s", h.whguard)
+	} else if slices.ContainsFunc(opts.only, forwards) || opts.long {
 		h.whguard = filepath.Join(tmp, "whguard")
 		progress("building whguard (go build -o %s ./cmd/whguard)", h.whguard)
 		cmd := exec.CommandContext(ctx, "go", "build", "-o", h.whguard, "./cmd/whguard")
