@@ -2,7 +2,7 @@
 GO ?= go
 export PATH := $(PATH):/usr/local/go/bin
 
-.PHONY: test test-short build demo fuzz vet bench bench-long bench-statements image sidecar-test
+.PHONY: test test-short build demo fuzz vet bench bench-long bench-statements image sidecar-test docs
 
 ## test: the whole suite against real PostgreSQL and Redis (found or started),
 ## then the container part (sidecar-test).
@@ -46,3 +46,8 @@ bench-statements:
 ## bench-long: bench plus 1M events (bounded memory) and a 5M-row journal vs an empty one.
 bench-long:
 	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench -long
+
+## docs: regenerate the reference tables of docs/ (configuration.md, the
+## providers' scheme table) from the code; the test suite fails when stale.
+docs:
+	WHGUARD_UPDATE_DOCS=1 $(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent' ./cmd/whguard/

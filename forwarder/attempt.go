@@ -153,7 +153,7 @@ func (f *Forwarder) deliver(j job) {
 		}
 		if res.location != "" {
 			// Redirects are not followed: say where to, so the cause shows
-			// (often an HTTPS redirect or a host check: see the README,
+			// (often an HTTPS redirect or a host check: see docs/backend.md,
 			// "What your backend receives").
 			fin.LastError += " (redirect to " + res.location + ")"
 		}

@@ -113,7 +113,7 @@ type ReplyStore interface {
 var _ ReplyStore = (*journal.Postgres)(nil)
 
 // Defaults. The retry defaults ride out a backend outage of about eight
-// hours on average (see README, "Delivery guarantees"): 25 attempts with
+// hours on average (docs/guarantees.md, "Retries"): 25 attempts with
 // full jitter from 5 s doubling to a 1 h cap.
 //
 // DefaultConcurrency is the ceiling of deliveries in flight per process;

@@ -43,7 +43,7 @@ type Detail struct {
 	Replays    []Replay  `json:"replays"`
 	Conflicts  int       `json:"conflicts"`
 	// Reply is the stored reply of a sync-mode event, nil when there is
-	// none (README, "Sync replies").
+	// none (docs/backend.md, "Sync replies").
 	Reply *ReplyView `json:"reply,omitempty"`
 	// HoldsKey: the event still holds its order key, so later events of
 	// the key wait for it (until it is done, or dead and skipped).

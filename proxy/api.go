@@ -54,7 +54,7 @@ type APIConfig struct {
 	Schemes map[string]string
 }
 
-// NewAPI serves the admin API's /api/ routes (README, "Inspecting and
+// NewAPI serves the admin API's /api/ routes (docs/inspecting.md, "Inspecting and
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,

@@ -25,7 +25,7 @@ type schemeSpec struct {
 	// ResignYes implements resigner (hmac: with a timestamp header).
 	resign string
 	// eventType says where the scheme finds an event's type, as the
-	// README's provider table says it ("" when it has none: a type filter
+	// providers' reference (docs/providers.md) says it ("" when it has none: a type filter
 	// would have nothing to match).
 	eventType string
 }

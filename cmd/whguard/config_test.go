@@ -1,12 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -169,37 +167,6 @@ func TestAllConfigErrorsReported(t *testing.T) {
 	}
 }
 
-// readmeTable returns the rows of the README tables whose header row starts
-// with header, each split into its cells.
-func readmeTable(t *testing.T, header string) [][]string {
-	t.Helper()
-	b, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows [][]string
-	in, found := false, false
-	for _, line := range strings.Split(string(b), "\n") {
-		switch {
-		case strings.HasPrefix(line, header):
-			in, found = true, true
-		case in && strings.HasPrefix(line, "|---"):
-		case in && strings.HasPrefix(line, "|"):
-			cells := strings.Split(strings.Trim(line, "|"), "|")
-			for i := range cells {
-				cells[i] = strings.TrimSpace(cells[i])
-			}
-			rows = append(rows, cells)
-		default:
-			in = false
-		}
-	}
-	if !found {
-		t.Fatalf("README.md has no table headed %q", header)
-	}
-	return rows
-}
-
 // WHGUARD_<NAME>_EVENT_TYPES: items are trimmed and kept in order; an
 // empty item, a control character, an item longer than any event type, or
 // a filter on a scheme that reports no type is refused, naming the
@@ -245,140 +212,6 @@ func TestEventTypesFilter(t *testing.T) {
 		"WHGUARD_SG_EVENT_TYPES=processed"})
 	if err == nil || !strings.Contains(err.Error(), "WHGUARD_SG_EVENT_TYPES: scheme sendgrid reports no event type") {
 		t.Errorf("a filter on a scheme without types: %v", err)
-	}
-}
-
-// The README's scheme table lists the registry's schemes, in order, with
-// their required variables, default tolerances, whether they are
-// re-signed on delivery and where their event type comes from.
-func TestReadmeSchemeTableMatchesRegistry(t *testing.T) {
-	t.Parallel()
-	varField := map[string]verify.Field{}
-	for f, v := range fieldVars {
-		varField[v] = f
-	}
-	upper := regexp.MustCompile("`([A-Z][A-Z_]*)`")
-	rows := readmeTable(t, "| scheme | set |")
-	var names []string
-	for _, row := range rows {
-		if len(row) != 7 {
-			t.Fatalf("row of %d cells: %q", len(row), row)
-		}
-		name := strings.Trim(row[0], "`")
-		names = append(names, name)
-
-		// Required: the variables named in "set" outside parentheses and
-		// before "optionally".
-		set, _, _ := strings.Cut(row[1], "optionally")
-		set = regexp.MustCompile(`\([^)]*\)`).ReplaceAllString(set, "")
-		var required []verify.Field
-		for _, m := range upper.FindAllStringSubmatch(set, -1) {
-			f, ok := varField[m[1]]
-			if !ok {
-				t.Errorf("%s: README requires %s, not a scheme setting", name, m[1])
-			}
-			required = append(required, f)
-		}
-		if want := verify.RequiredFields(name); fmt.Sprint(required) != fmt.Sprint(want) {
-			t.Errorf("%s: README requires %v, the registry %v", name, required, want)
-		}
-
-		tol, _, _ := strings.Cut(row[4], " ")
-		want := verify.DefaultTolerance(name)
-		switch tol {
-		case "none", "—":
-			if want != 0 {
-				t.Errorf("%s: README says no tolerance, the registry %s", name, want)
-			}
-		default:
-			d, err := time.ParseDuration(tol)
-			if err != nil || d != want {
-				t.Errorf("%s: README tolerance %q, the registry %s", name, row[4], want)
-			}
-		}
-
-		// Re-signing: the registry's words, optionally followed by a
-		// condition ("yes when `TIMESTAMP_HEADER` is set …").
-		if want := verify.ResignSupport(name); row[5] != want && !strings.HasPrefix(row[5], want+" ") {
-			t.Errorf("%s: README says re-signed on delivery %q, the registry %q", name, row[5], want)
-		}
-
-		// Where the event type comes from (what WHGUARD_<NAME>_EVENT_TYPES
-		// filters on): the registry's words, or "none".
-		if want := cmp.Or(verify.EventTypeSource(name), "none"); row[6] != want {
-			t.Errorf("%s: README says the event type comes from %q, the registry %q", name, row[6], want)
-		}
-	}
-	if fmt.Sprint(names) != fmt.Sprint(verify.KnownSchemes()) {
-		t.Errorf("README schemes %v, registry %v", names, verify.KnownSchemes())
-	}
-}
-
-// The README's configuration reference lists exactly the variables whguard
-// reads (per-provider ones as WHGUARD_<NAME>_X), with the defaults it uses.
-func TestReadmeConfigurationTableMatchesConfig(t *testing.T) {
-	t.Parallel()
-	token := regexp.MustCompile("`([^`]+)`")
-	documented := map[string]string{} // variable → its default cell
-	for _, row := range readmeTable(t, "| variable | default |") {
-		if len(row) != 3 {
-			t.Fatalf("row of %d cells: %q", len(row), row)
-		}
-		// A row may name several: `WHGUARD_<NAME>_HMAC_ALGORITHM`, `_SIGNATURE_HEADER`, …
-		for _, m := range token.FindAllStringSubmatch(row[0], -1) {
-			name := m[1]
-			if strings.HasPrefix(name, "_") {
-				name = "WHGUARD_<NAME>" + name
-			}
-			if _, dup := documented[name]; dup {
-				t.Errorf("%s documented twice", name)
-			}
-			documented[name] = row[1]
-		}
-	}
-	read := knownKeys(&config{}, envPrefix)
-	for k := range knownKeys(&providerEnv{}, "WHGUARD_<NAME>_") {
-		read[k] = true
-	}
-	for k := range read {
-		if _, ok := documented[k]; !ok {
-			t.Errorf("%s is read but missing from the README's configuration table", k)
-		}
-	}
-	for k := range documented {
-		if !read[k] {
-			t.Errorf("README documents %s, which whguard does not read", k)
-		}
-	}
-
-	// Global defaults: the README's first `value` is what defaultConfig
-	// holds; a default not in backquotes ("(none)", "from …") means zero.
-	def := reflect.ValueOf(defaultConfig())
-	typ := def.Type()
-	for i := range typ.NumField() {
-		tag := typ.Field(i).Tag.Get("env")
-		if tag == "" {
-			continue
-		}
-		cell, v := documented[envPrefix+tag], def.Field(i)
-		if !strings.HasPrefix(cell, "`") {
-			if !v.IsZero() {
-				t.Errorf("%s%s: README default %q, whguard's %v", envPrefix, tag, cell, v)
-			}
-			continue
-		}
-		doc := token.FindStringSubmatch(cell)[1]
-		var same bool
-		switch x := v.Interface().(type) {
-		case time.Duration:
-			d, err := time.ParseDuration(doc)
-			same = err == nil && d == x
-		default:
-			same = fmt.Sprint(x) == doc
-		}
-		if !same {
-			t.Errorf("%s%s: README default %q, whguard's %v", envPrefix, tag, doc, v)
-		}
 	}
 }
 

@@ -8,14 +8,15 @@ import (
 	"testing"
 )
 
-// The shipped manifests and the README may only name variables whguard
+// The shipped manifests, the README and docs/ may only name variables whguard
 // reads: a renamed variable must not leave stale docs behind.
 func TestDocumentedVariablesExist(t *testing.T) {
 	t.Parallel()
 	known := knownKeys(&config{}, envPrefix)
 	perProvider := knownKeys(&providerEnv{}, "")
 	files, _ := filepath.Glob("../../deploy/sidecar/*")
-	files = append(files, "../../README.md")
+	docs, _ := filepath.Glob("../../docs/*.md")
+	files = append(append(files, "../../README.md"), docs...)
 	re := regexp.MustCompile(`WHGUARD_[A-Z0-9_<>]+`)
 	checked := 0
 	for _, f := range files {

@@ -12,7 +12,7 @@
 //	whguard demo      the one-command demo (--keep to explore afterwards)
 //	whguard version   print the version
 //
-// All configuration is WHGUARD_* environment variables; see README.md.
+// All configuration is WHGUARD_* environment variables; see docs/configuration.md.
 package main
 
 import (
@@ -142,7 +142,7 @@ commands:
   backends  list backends, pause and resume deliveries (whguard backends -h)
   version   print the version
 
-Configuration is read from WHGUARD_* environment variables (see README.md).
+Configuration is read from WHGUARD_* environment variables (see docs/configuration.md).
 `
 
 func parseLevel(s string) (zapcore.Level, error) {

@@ -8,18 +8,14 @@ import (
 	"testing"
 )
 
-// The README's "Run as a sidecar" snippets are the tested files: each YAML
-// block there must appear verbatim in one of deploy/sidecar's files.
-func TestReadmeSnippetsAreShipped(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+// The snippets of docs/sidecar.md are the tested files: each YAML block
+// there must appear verbatim in one of deploy/sidecar's files.
+func TestDocSnippetsAreShipped(t *testing.T) {
+	page, err := os.ReadFile("../../docs/sidecar.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Run as a sidecar\n")
-	if !ok {
-		t.Fatal(`README.md has no "Run as a sidecar" section`)
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
+	section := string(page)
 	files, _ := filepath.Glob("*.yaml")
 	var shipped []string
 	for _, f := range files {
@@ -39,7 +35,7 @@ func TestReadmeSnippetsAreShipped(t *testing.T) {
 			found = found || strings.Contains(s, b[1])
 		}
 		if !found {
-			t.Errorf("this README snippet is in none of deploy/sidecar/*.yaml:\n%s", b[1])
+			t.Errorf("this docs/sidecar.md snippet is in none of deploy/sidecar/*.yaml:\n%s", b[1])
 		}
 	}
 }
