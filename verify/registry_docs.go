@@ -37,7 +37,7 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID:   "`I-Twilio-Idempotency-Token`, else digest"},
 	SchemePaddle: {Set: "`SECRET` (`pdl_ntfset_…`)", Signature: "`Paddle-Signature: ts=…;h1=…` hex HMAC-SHA256 of `ts:body`", EventID: "body `event_id`",
 		Tolerance: "5m (Paddle's SDK uses 5s: set `TOLERANCE=5s` to match)"},
-	SchemeLinear: {Set: "`SECRET`", Signature: "`Linear-Signature` hex HMAC-SHA256 of the body; body `webhookTimestamp` (ms)", EventID: "`Linear-Delivery`"},
+	SchemeLinear:   {Set: "`SECRET`", Signature: "`Linear-Signature` hex HMAC-SHA256 of the body; body `webhookTimestamp` (ms)", EventID: "`Linear-Delivery`"},
 	SchemeIntercom: {Set: "`SECRET` (client secret)", Signature: "`X-Hub-Signature: sha1=` hex HMAC-SHA1 of the body", EventID: "body `id`"},
 	SchemeZoom: {Set: "`SECRET` (secret token)", Signature: "`x-zm-signature: v0=` over `v0:ts:body`, `x-zm-request-timestamp`; answers `endpoint.url_validation`",
 		EventID: "digest (none documented)"},
