@@ -369,11 +369,10 @@ func testCompose(t *testing.T, pm *podman) {
 	}
 	t.Cleanup(drop)
 
-	// PostgreSQL's and Redis's images cannot be pulled here: only app and
-	// whguard are started, and the override points whguard at the test's
-	// PostgreSQL, through a relay on the Compose network's gateway (the
-	// server listens on the host's loopback, out of the containers'
-	// reach). Redis is the app's, and the example app does not use it.
+	// PostgreSQL's image cannot be pulled here: only app and whguard are
+	// started, and the override points whguard at the test's PostgreSQL,
+	// through a relay on the Compose network's gateway (the server
+	// listens on the host's loopback, out of the containers' reach).
 	network := "whguard-test-" + pm.suffix
 	pm.cleanup(t, "network", "rm", "-f", network)
 	pm.must(t, "network", "create", network)
@@ -419,7 +418,11 @@ networks:
 		}
 		return string(out), nil
 	}
+	downed := false
 	t.Cleanup(func() {
+		if downed {
+			return
+		}
 		if _, err := compose("down", "-v", "--remove-orphans", "-t", "2"); err != nil {
 			t.Logf("cleanup: %v", err)
 		}
@@ -441,6 +444,15 @@ networks:
 	sendAndSee(t, "http://127.0.0.1:"+webhooks+"/webhooks/shop", "http://127.0.0.1:"+app, "compose", 1)
 	if out, err := pm.run("exec", ctr, "whguard", "events", "list"); err != nil || !strings.Contains(out, "done") {
 		t.Errorf("whguard events list in the Compose container: %v\n%s", err, out)
+	}
+	// And down again, all of it (it used to fail on the shared namespace).
+	out, err := compose("down", "--remove-orphans", "-t", "2")
+	downed = true
+	if err != nil || strings.Contains(out, "ERROR") {
+		t.Fatalf("docker-compose down: %v\n%s", err, out)
+	}
+	if left := pm.must(t, "ps", "-a", "-q", "--filter", "label=com.docker.compose.project="+project); left != "" {
+		t.Errorf("containers left after docker-compose down: %s", left)
 	}
 }
 
