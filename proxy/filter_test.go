@@ -61,10 +61,9 @@ func testEventTypeFilterAtIngest(t *testing.T, store string) {
 	d := &claimAll{}
 	reg := prometheus.NewRegistry()
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:     []proxy.Route{{Path: "/webhooks/open", Provider: p, EventTypes: []string{"invoice.*", "customer.subscription.*"}}},
-		Journal:    j,
-		Metrics:    proxy.NewMetrics(reg),
-		Dispatcher: d,
+		Routes:  []proxy.Route{{Path: "/webhooks/open", Provider: p, EventTypes: []string{"invoice.*", "customer.subscription.*"}}},
+		Intake:  newIntake(t, j, d),
+		Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -37,8 +37,8 @@ func FuzzIngress(f *testing.F) {
 		f.Fatal(err)
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:  []proxy.Route{{Path: "/webhooks/std", Provider: std}, {Path: "/webhooks/open", Provider: open, MaxBodyBytes: 256}},
-		Journal: j,
+		Routes: []proxy.Route{{Path: "/webhooks/std", Provider: std}, {Path: "/webhooks/open", Provider: open, MaxBodyBytes: 256}},
+		Intake: newIntake(f, j, nil),
 	})
 	if err != nil {
 		f.Fatal(err)

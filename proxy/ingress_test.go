@@ -57,14 +57,14 @@ func newFixture(t *testing.T, store string) *fixture {
 	return newFixtureOn(t, testdb.OpenStore(t, store, true))
 }
 
-func newFixtureOn(t *testing.T, j proxy.Appender) *fixture {
+func newFixtureOn(t *testing.T, j forwarder.Appender) *fixture {
 	t.Helper()
 	return newFixtureWith(t, j, nil)
 }
 
 // newFixtureWith is newFixtureOn with a dispatcher (a forwarder) that new
 // events are offered to.
-func newFixtureWith(t *testing.T, j proxy.Appender, d proxy.Dispatcher) *fixture {
+func newFixtureWith(t *testing.T, j forwarder.Appender, d forwarder.Deliverer) *fixture {
 	t.Helper()
 	mk := func(name, scheme, secret string) *verify.Provider {
 		var secrets []string
@@ -84,9 +84,8 @@ func newFixtureWith(t *testing.T, j proxy.Appender, d proxy.Dispatcher) *fixture
 			{Path: "/webhooks/stripe", Provider: mk("stripe", "stripe", stripeSecret)},
 			{Path: "/webhooks/open", Provider: mk("open", "none", ""), MaxBodyBytes: 64},
 		},
-		Journal:    j,
-		Metrics:    proxy.NewMetrics(reg),
-		Dispatcher: d,
+		Intake:  newIntake(t, j, d),
+		Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -97,6 +96,21 @@ func newFixtureWith(t *testing.T, j proxy.Appender, d proxy.Dispatcher) *fixture
 	}
 	t.Cleanup(f.srv.Close)
 	return f
+}
+
+// newIntake journals into j and, when d is set, offers new events to d
+// for delivery from memory (a forwarder's Wake hears of the others).
+func newIntake(t testing.TB, j forwarder.Appender, d forwarder.Deliverer) *forwarder.Intake {
+	t.Helper()
+	cfg := forwarder.IntakeConfig{Journal: j, Deliverer: d}
+	if f, ok := d.(*forwarder.Forwarder); ok {
+		cfg.OnCommit = f.Wake
+	}
+	in, err := forwarder.NewIntake(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
 }
 
 // signStandard signs like a Standard Webhooks sender (independently of
@@ -712,7 +726,7 @@ func TestStalledJournal503MeansNotStored(t *testing.T) {
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:        []proxy.Route{{Path: "/webhooks/std", Provider: p}},
-		Journal:       journal.NewGroupCommitter(pg, 2, nil),
+		Intake:        newIntake(t, journal.NewGroupCommitter(pg, 2, nil), nil),
 		CommitTimeout: 500 * time.Millisecond,
 	})
 	if err != nil {
@@ -804,7 +818,7 @@ func TestBodyBudget(t *testing.T) {
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:           []proxy.Route{{Path: "/webhooks/std", Provider: p}},
-		Journal:          testdb.OpenStore(t, "sqlite", true),
+		Intake:           newIntake(t, testdb.OpenStore(t, "sqlite", true), nil),
 		MaxBufferedBytes: 2 << 20,
 	})
 	if err != nil {
@@ -873,8 +887,8 @@ func TestHugeBodyLimitReadsTheBody(t *testing.T) {
 	}
 	j := testdb.OpenStore(t, "sqlite", true)
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:  []proxy.Route{{Path: "/webhooks/open", Provider: p, MaxBodyBytes: math.MaxInt64}},
-		Journal: j,
+		Routes: []proxy.Route{{Path: "/webhooks/open", Provider: p, MaxBodyBytes: math.MaxInt64}},
+		Intake: newIntake(t, j, nil),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -910,8 +924,8 @@ func TestBodyGuardAcknowledgesButDoesNotStoreAReplay(t *testing.T) {
 		j := testdb.OpenStore(t, store, true)
 		reg := prometheus.NewRegistry()
 		in, err := proxy.NewIngress(proxy.IngressConfig{
-			Routes:  []proxy.Route{{Path: "/webhooks/gh", Provider: p, BodyGuard: true}},
-			Journal: j, Metrics: proxy.NewMetrics(reg),
+			Routes: []proxy.Route{{Path: "/webhooks/gh", Provider: p, BodyGuard: true}},
+			Intake: newIntake(t, j, nil), Metrics: proxy.NewMetrics(reg),
 		})
 		if err != nil {
 			t.Fatal(err)
@@ -1008,7 +1022,7 @@ func TestPassThroughServesTheAppsOwnTraffic(t *testing.T) {
 	}
 	j := testdb.OpenStore(t, "sqlite", true)
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes: []proxy.Route{{Path: "/webhooks/std", Provider: p}}, Journal: j,
+		Routes: []proxy.Route{{Path: "/webhooks/std", Provider: p}}, Intake: newIntake(t, j, nil),
 		PassThrough: proxy.NewPassThrough(proxy.PassThroughConfig{Target: target}),
 	})
 	if err != nil {

@@ -68,7 +68,7 @@ func newPassThroughFixture(t *testing.T, app http.Handler, idle time.Duration) s
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:      []proxy.Route{{Path: "/webhooks/st", ForwardPath: "/internal/Stripe-Hook", Provider: p}},
-		Journal:     testdb.OpenStore(t, "sqlite", true),
+		Intake:      newIntake(t, testdb.OpenStore(t, "sqlite", true), nil),
 		PassThrough: proxy.NewPassThrough(proxy.PassThroughConfig{Target: target, IdleTimeout: idle}),
 	})
 	if err != nil {

@@ -67,7 +67,7 @@ func testPoisonEventsNeverStopIngest(t *testing.T, store string) {
 			{Path: "/webhooks/std", Provider: std, Order: byHeader, MaxBodyBytes: 1 << 20},
 			{Path: "/webhooks/stripe", Provider: stripe, Order: byBody, MaxBodyBytes: 1 << 20},
 		},
-		Journal: journal.NewGroupCommitter(j, 2, metrics.ObserveCommit),
+		Intake:  newIntake(t, journal.NewGroupCommitter(j, 2, metrics.ObserveCommit), nil),
 		Metrics: metrics,
 	})
 	if err != nil {

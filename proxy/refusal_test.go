@@ -32,7 +32,7 @@ func refusalIngress(t *testing.T) (*proxy.Ingress, *prometheus.Registry, *observ
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:  []proxy.Route{route("std", "standard", stdSecret), route("stripe", "stripe", stripeSecret)},
-		Journal: failingJournal{},
+		Intake:  newIntake(t, failingJournal{}, nil),
 		Metrics: proxy.NewMetrics(reg),
 		Logger:  zap.New(core),
 	})

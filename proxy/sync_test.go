@@ -112,7 +112,7 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 			{Path: "/webhooks/slack", SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
 				Name: "slack", Scheme: "slack", Secrets: []string{slackSecret}})},
 		},
-		Journal: j, Dispatcher: fwd, OnCommit: fwd.Wake, Replies: j, Metrics: proxy.NewMetrics(reg),
+		Intake: newIntake(t, j, fwd), Replies: j, Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		t.Fatal(err)

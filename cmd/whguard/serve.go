@@ -140,17 +140,23 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		commitsInFlight = 1
 	}
 	ingressMetrics := proxy.NewMetrics(reg)
+	intake, err := forwarder.NewIntake(forwarder.IntakeConfig{
+		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
+		// A new event is inserted leased and delivered from memory after
+		// its commit (no lease statement); the others are leased, woken.
+		Deliverer: fwd,
+		OnCommit:  fwd.Wake,
+	})
+	if err != nil {
+		return err
+	}
 	ingress, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes:           routes,
 		MaxBufferedBytes: cfg.MaxBufferedBytes,
 		PassThrough:      passThrough(cfg, log),
-		Journal:          journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
+		Intake:           intake,
 		Metrics:          ingressMetrics,
 		Logger:           log.Named("ingress"),
-		OnCommit:         fwd.Wake,
-		// A new event takes a free delivery slot at once: inserted leased,
-		// delivered from memory after its commit (no lease statement).
-		Dispatcher: fwd,
 		// Duplicates of sync-mode events get the reply stored with them.
 		Replies: j,
 	})

@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+	"unicode/utf8"
+
+	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/verify"
+)
+
+// Answering senders: every answer of the ingress goes through reply, which
+// counts it.
+
+// refuse answers a request verify refused: 401 or 400 with verify's
+// message, which is written to be shown (it never carries a secret or a
+// signature value); the reason code says why in a word, for the log and
+// the refusals counter.
+func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start time.Time) {
+	reason := verify.Reason(err)
+	in.metrics.observeRefusal(name, reason)
+	if errors.Is(err, verify.ErrUnauthorized) {
+		in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
+		return
+	}
+	in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
+}
+
+// reply answers and records the request; fields are added to the log line
+// of a refusal.
+func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time, fields ...zap.Field) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+	in.metrics.observeIngress(provider, result, in.now().Sub(start))
+	if status >= 400 && status != http.StatusConflict {
+		in.log.Info("webhook refused", append([]zap.Field{zap.String("provider", provider), zap.String("result", result), zap.Int("status", status)}, fields...)...)
+	}
+}
+
+// maxLoggedPath bounds the request path in a log line: a path is chosen by
+// whoever sends the request.
+const maxLoggedPath = 200
+
+// boundedPath returns path cut to maxLoggedPath bytes, never inside a
+// UTF-8 sequence.
+func boundedPath(path string) string {
+	if len(path) <= maxLoggedPath {
+		return path
+	}
+	cut := maxLoggedPath
+	for cut > 0 && !utf8.RuneStart(path[cut]) {
+		cut--
+	}
+	return path[:cut]
+}
+
+func errorBody(msg string) []byte {
+	b, _ := json.Marshal(struct {
+		Error string `json:"error"`
+	}{msg})
+	return b
+}
