@@ -1,7 +1,7 @@
-// Package proxy is whguard's HTTP surface: the ingress handler that
-// verifies, journals and acknowledges webhooks (docs/ingress.md), and the
-// admin listener with health, readiness, metrics and the inspection API
-// (docs/operations.md).
+// Package proxy is whguard's ingress: the handler that verifies webhooks,
+// hands them to the intake and answers their senders (docs/ingress.md),
+// the pass-through of the app's own traffic, and the listeners' bounds.
+// The admin listener is proxy/admin.
 package proxy
 
 import (

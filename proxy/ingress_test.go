@@ -29,6 +29,7 @@ import (
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -560,12 +561,12 @@ func TestAdmin(t *testing.T) {
 	f := newFixture(t, "postgres")
 	// One request so the ingress counters exist.
 	f.post(t, "/webhooks/std", signStandard("msg_m", time.Now(), `{}`), `{}`)
-	admin := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	adminSrv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: f.j.Ready, Gatherer: f.reg, Token: "s3cret",
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }),
 	}))
-	defer admin.Close()
-	closed := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	defer adminSrv.Close()
+	closed := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return journal.ErrNotMigrated }, Gatherer: f.reg,
 		API: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }),
 	}))
@@ -584,16 +585,16 @@ func TestAdmin(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	if s, _ := get(admin.URL, "/healthz", ""); s != 200 {
+	if s, _ := get(adminSrv.URL, "/healthz", ""); s != 200 {
 		t.Errorf("healthz %d", s)
 	}
-	if s, b := get(admin.URL, "/readyz", ""); s != 200 {
+	if s, b := get(adminSrv.URL, "/readyz", ""); s != 200 {
 		t.Errorf("readyz %d %s", s, b)
 	}
 	if s, b := get(closed.URL, "/readyz", ""); s != 503 || !strings.Contains(b, "migrate") {
 		t.Errorf("readyz unmigrated %d %s", s, b)
 	}
-	s, b := get(admin.URL, "/metrics", "")
+	s, b := get(adminSrv.URL, "/metrics", "")
 	if s != 200 || !strings.Contains(b, `whguard_ingress_requests_total{provider="std",result="accepted"} 1`) ||
 		!strings.Contains(b, "whguard_ingress_duration_seconds") {
 		t.Errorf("metrics %d:\n%s", s, b)
@@ -609,7 +610,7 @@ whguard_ingress_requests_total{provider="std",result="accepted"} 1
 		base, token string
 		want        int
 	}{
-		{admin.URL, "", 401}, {admin.URL, "wrong", 401}, {admin.URL, "s3cret", 299},
+		{adminSrv.URL, "", 401}, {adminSrv.URL, "wrong", 401}, {adminSrv.URL, "s3cret", 299},
 		{closed.URL, "", 401}, {closed.URL, "anything", 401},
 	} {
 		if s, _ := get(tc.base, "/api/events", tc.token); s != tc.want {

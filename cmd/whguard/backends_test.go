@@ -9,7 +9,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/internal/testdb"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // TestBackendsCommand: `whguard backends pause`, `list` and `resume`
@@ -31,7 +31,7 @@ func TestBackendsCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	admin := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Origins: []string{"http://app:3000"}, Providers: []string{"stripe", "github"}})
+	admin := adminCLI(t, admin.APIConfig{Store: j, Backends: backendControl{fwd}, Origins: []string{"http://app:3000"}, Providers: []string{"stripe", "github"}})
 	cli := func(args ...string) (int, string) {
 		code, out, errOut := admin(append([]string{"backends"}, args...)...)
 		return code, out + errOut

@@ -10,19 +10,18 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // adminCLI serves the admin API with api (over a real store) on a test
 // server for the test's duration, and returns a function that runs
 // `whguard <args>` against it with the sidecar's variables, returning the
 // exit status, stdout and stderr.
-func adminCLI(t *testing.T, api proxy.APIConfig) func(args ...string) (code int, stdout, stderr string) {
+func adminCLI(t *testing.T, api admin.APIConfig) func(args ...string) (code int, stdout, stderr string) {
 	t.Helper()
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(api),
+		API: admin.NewAPI(api),
 	}))
 	t.Cleanup(srv.Close)
 	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // TestEventsListShowsHeld: `whguard events list` says which deliveries
@@ -33,7 +33,7 @@ func TestEventsListShowsHeld(t *testing.T) {
 	if _, err := j.Hold(ctx, []journal.Hold{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, For: time.Hour, Reason: "no_backend"}}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := adminCLI(t, proxy.APIConfig{Store: j})("events", "list")
+	code, out, errOut := adminCLI(t, admin.APIConfig{Store: j})("events", "list")
 	if code != 0 {
 		t.Fatalf("events list: %d %s", code, errOut)
 	}
@@ -79,9 +79,9 @@ func TestEventsShowByProvidersID(t *testing.T) {
 	if _, err := j.Append(ctx, []journal.Event{mk("second")}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"stripe"}}),
+		API: admin.NewAPI(admin.APIConfig{Store: j, Providers: []string{"stripe"}}),
 	}))
 	defer srv.Close()
 	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
@@ -121,8 +121,8 @@ func TestEventsSearchAndDryRun(t *testing.T) {
 	if _, err := j.Complete(ctx, fs); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
-		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok", API: proxy.NewAPI(proxy.APIConfig{Store: j}),
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
+		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok", API: admin.NewAPI(admin.APIConfig{Store: j}),
 	}))
 	defer srv.Close()
 	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // TestEventsSkipReleasesTheKey: `whguard events list` shows an event
@@ -34,7 +34,7 @@ func TestEventsSkipReleasesTheKey(t *testing.T) {
 	if _, err := j.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDead, LastError: "answered 422"}}); err != nil {
 		t.Fatal(err)
 	}
-	admin := adminCLI(t, proxy.APIConfig{Store: j})
+	admin := adminCLI(t, admin.APIConfig{Store: j})
 	cli := func(args ...string) (int, string) {
 		code, out, errOut := admin(append([]string{"events"}, args...)...)
 		return code, out + errOut

@@ -13,7 +13,7 @@ import (
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // overview prints GET /api/overview: counts, the window's totals, its
@@ -36,7 +36,7 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 		return err
 	}
 	var o struct {
-		proxy.Overview
+		admin.Overview
 		Backends *forwarder.Backends `json:"backends"`
 	}
 	if err := json.Unmarshal(raw, &o); err != nil {

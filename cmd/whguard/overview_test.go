@@ -10,7 +10,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // TestEventsOverviewCommand: `whguard events overview` prints the counts,
@@ -38,7 +38,7 @@ func TestEventsOverviewCommand(t *testing.T) {
 	if _, err := fwd.Pause(ctx, journal.Pause{Kind: journal.PauseBackend, Name: "http://app:3000", Reason: "deploy"}); err != nil {
 		t.Fatal(err)
 	}
-	cli := adminCLI(t, proxy.APIConfig{Store: j, Backends: backendControl{fwd}, Overview: j})
+	cli := adminCLI(t, admin.APIConfig{Store: j, Backends: backendControl{fwd}, Overview: j})
 	code, text, errOut := cli("events", "overview", "-window", "15m", "-minutes", "3")
 	if code != 0 {
 		t.Fatalf("overview: %d %s%s", code, text, errOut)

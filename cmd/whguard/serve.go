@@ -19,6 +19,7 @@ import (
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // openJournal opens the configured journal: PostgreSQL for postgres://
@@ -163,11 +164,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	if err != nil {
 		return err
 	}
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adminHandler := admin.NewAdmin(admin.AdminConfig{
 		Ready:    j.Ready,
 		Gatherer: reg,
 		Token:    cfg.AdminToken,
-		API: proxy.NewAPI(proxy.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
+		API: admin.NewAPI(admin.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
 			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
 			Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}),
 		Logger:       log.Named("admin"),
@@ -179,12 +180,12 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 
 	servers := []*http.Server{
 		proxy.NewServer(cfg.Listen, ingress, log.Named("ingress")),
-		proxy.NewServer(cfg.AdminListen, admin, log.Named("admin")),
+		proxy.NewServer(cfg.AdminListen, adminHandler, log.Named("admin")),
 	}
 	if cfg.MetricsListen != "" {
 		// Scrapers and probes get their own listener, whatever Host they
 		// send; the admin one can stay on loopback.
-		servers = append(servers, proxy.NewServer(cfg.MetricsListen, proxy.NewProbes(j.Ready, reg, log.Named("metrics")), log.Named("metrics")))
+		servers = append(servers, proxy.NewServer(cfg.MetricsListen, admin.NewProbes(j.Ready, reg, log.Named("metrics")), log.Named("metrics")))
 	}
 	// /debug/pprof/profile streams for 30 s by default: give the admin
 	// listener room for it.
@@ -220,7 +221,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 			// report what becomes unreachable, not a slow start-up (which
 			// /readyz and the logs show).
 			if alerts != nil {
-				probes := alert.Probes{Journal: j.Ready, Backends: fwd.Backends}
+				probes := alert.Probes{Journal: j.Ready, Backends: alertBackends(fwd)}
 				if p, ok := gov.(interface{ Ping(context.Context) error }); ok && cfg.RedisURL != "" {
 					probes.Redis = p.Ping
 				}
@@ -329,10 +330,35 @@ func providerSchemes(cfg *config) map[string]string {
 	return m
 }
 
+// alertBackends reads the forwarder's backends as the alerts watch them.
+func alertBackends(fwd *forwarder.Forwarder) func(context.Context) (alert.Backends, error) {
+	return func(ctx context.Context) (alert.Backends, error) {
+		bs, err := fwd.Backends(ctx)
+		if err != nil {
+			return alert.Backends{}, err
+		}
+		out := alert.Backends{PausedProviders: map[string]string{}}
+		for _, b := range bs.Backends {
+			s := alert.BackendState{Backend: b.Backend, Breaker: b.Breaker, Waiting: b.Waiting,
+				OldestAge: time.Duration(b.OldestAgeSeconds * float64(time.Second))}
+			if b.Paused != nil {
+				s.Paused, s.PauseReason = true, b.Paused.Reason
+			}
+			out.Backends = append(out.Backends, s)
+		}
+		for _, p := range bs.PausedProviders {
+			out.PausedProviders[p.Name] = p.Reason
+		}
+		return out, nil
+	}
+}
+
 // backendControl adapts the forwarder to the admin API's BackendControl.
 type backendControl struct{ f *forwarder.Forwarder }
 
-func (b backendControl) Backends(ctx context.Context) (any, error) { return b.f.Backends(ctx) }
+func (b backendControl) Backends(ctx context.Context) (forwarder.Backends, error) {
+	return b.f.Backends(ctx)
+}
 func (b backendControl) Pause(ctx context.Context, p journal.Pause) (journal.Pause, error) {
 	return b.f.Pause(ctx, p)
 }

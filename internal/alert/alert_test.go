@@ -17,9 +17,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
-	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -191,14 +189,14 @@ type probeState struct {
 	mu      sync.Mutex
 	journal error
 	redis   error
-	bs      forwarder.Backends
+	bs      alert.Backends
 }
 
 func (p *probeState) probes() alert.Probes {
 	return alert.Probes{
 		Journal:  func(context.Context) error { p.mu.Lock(); defer p.mu.Unlock(); return p.journal },
 		Redis:    func(context.Context) error { p.mu.Lock(); defer p.mu.Unlock(); return p.redis },
-		Backends: func(context.Context) (forwarder.Backends, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.bs, nil },
+		Backends: func(context.Context) (alert.Backends, error) { p.mu.Lock(); defer p.mu.Unlock(); return p.bs, nil },
 	}
 }
 
@@ -213,7 +211,7 @@ func TestConditionsRepeatAndRecover(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	n, clk := start(t, alert.Config{URL: srv.URL, Format: alert.FormatSlack, Repeat: 15 * time.Minute,
 		BacklogAge: 5 * time.Minute, Metrics: alert.NewMetrics(reg)})
-	ps := &probeState{bs: forwarder.Backends{Backends: []forwarder.BackendStatus{{Backend: "http://app:3000", Breaker: "closed"}}}}
+	ps := &probeState{bs: alert.Backends{Backends: []alert.BackendState{{Backend: "http://app:3000", Breaker: "closed"}}}}
 	ctx := context.Background()
 	n.Check(ctx, ps.probes()) // all well: nothing
 	ps.set(func(p *probeState) { p.bs.Backends[0].Breaker = "open"; p.bs.Backends[0].Waiting = 42 })
@@ -267,8 +265,8 @@ func TestConditionsRepeatAndRecover(t *testing.T) {
 	n.Check(ctx, ps.probes())
 	// A backlog and a provider pause, to end with a known message.
 	ps.set(func(p *probeState) {
-		p.bs.Backends[0].OldestAgeSeconds = 400
-		p.bs.PausedProviders = []journal.Pause{{Kind: journal.PauseProvider, Name: "stripe", Reason: "deploy"}}
+		p.bs.Backends[0].OldestAge = 400 * time.Second
+		p.bs.PausedProviders = map[string]string{"stripe": "deploy"}
 	})
 	n.Check(ctx, ps.probes())
 	got = rcv.wait(t, 9)
@@ -281,7 +279,7 @@ func TestConditionsRepeatAndRecover(t *testing.T) {
 	if strings.Contains(joined, "breaker") || !strings.Contains(joined, "Backlog for http://app:3000") || !strings.Contains(joined, "Provider stripe is paused (deploy)") {
 		t.Fatalf("after a flap within Repeat: want only the backlog and the pause, got %q", rest)
 	}
-	ps.set(func(p *probeState) { p.bs.Backends[0].OldestAgeSeconds = 0; p.bs.PausedProviders = nil })
+	ps.set(func(p *probeState) { p.bs.Backends[0].OldestAge = 0; p.bs.PausedProviders = nil })
 	n.Check(ctx, ps.probes())
 	got = rcv.wait(t, 11)
 	if rcv.count() != 11 {
@@ -397,7 +395,7 @@ func TestFlapThatStaysIsReported(t *testing.T) {
 	t.Parallel()
 	rcv, srv := newReceiver(t)
 	n, clk := start(t, alert.Config{URL: srv.URL, Format: alert.FormatSlack, Repeat: 15 * time.Minute})
-	ps := &probeState{bs: forwarder.Backends{Backends: []forwarder.BackendStatus{{Backend: "http://app:3000", Breaker: "open"}}}}
+	ps := &probeState{bs: alert.Backends{Backends: []alert.BackendState{{Backend: "http://app:3000", Breaker: "open"}}}}
 	ctx := context.Background()
 	n.Check(ctx, ps.probes()) // open: reported
 	clk.add(time.Minute)

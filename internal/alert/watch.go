@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"time"
-
-	"github.com/whguard/whguard/forwarder"
 )
 
 // Probes are what the notifier watches. Nil fields are not watched.
@@ -16,7 +14,30 @@ type Probes struct {
 	// none is configured).
 	Redis func(ctx context.Context) error
 	// Backends reads each backend's breaker, pause and backlog.
-	Backends func(ctx context.Context) (forwarder.Backends, error)
+	Backends func(ctx context.Context) (Backends, error)
+}
+
+// Backends is what the notifier watches of the backends: each one's
+// state, and the providers paused by name.
+type Backends struct {
+	Backends []BackendState
+	// PausedProviders maps each paused provider to the pause's reason.
+	PausedProviders map[string]string
+}
+
+// BackendState is one backend as the notifier watches it.
+type BackendState struct {
+	// Backend is its origin, scheme://host:port.
+	Backend string
+	// Breaker is closed, open, half-open, or off.
+	Breaker string
+	// Paused says whether it is paused, PauseReason why.
+	Paused      bool
+	PauseReason string
+	// Waiting counts its undelivered events; OldestAge is the oldest one's
+	// age.
+	Waiting   int
+	OldestAge time.Duration
 }
 
 // Start runs the notifier until Stop: the sender, and the watcher that
@@ -125,22 +146,22 @@ func (n *Notifier) Check(ctx context.Context, p Probes) {
 				Message{Type: TypeBreakerOpen, Severity: SeverityCritical, Backend: b.Backend,
 					Summary: fmt.Sprintf("Circuit breaker open for %s: deliveries to it wait (%d waiting).", b.Backend, b.Waiting)})
 		}
-		if b.Paused != nil {
+		if b.Paused {
 			set("pause backend "+b.Backend,
 				Message{Type: TypePaused, Severity: SeverityInfo, Backend: b.Backend,
-					Summary: fmt.Sprintf("Backend %s is paused (%s): deliveries to it wait.", b.Backend, reasonOr(b.Paused.Reason))})
+					Summary: fmt.Sprintf("Backend %s is paused (%s): deliveries to it wait.", b.Backend, reasonOr(b.PauseReason))})
 		}
-		if age := time.Duration(b.OldestAgeSeconds * float64(time.Second)); age > n.cfg.BacklogAge {
+		if age := b.OldestAge; age > n.cfg.BacklogAge {
 			set("backlog "+b.Backend,
 				Message{Type: TypeBacklog, Severity: SeverityWarning, Backend: b.Backend,
 					Summary: fmt.Sprintf("Backlog for %s: the oldest undelivered event is %s old (threshold %s), %d waiting.",
 						b.Backend, age.Round(time.Second), n.cfg.BacklogAge, b.Waiting)})
 		}
 	}
-	for _, p := range bs.PausedProviders {
-		set("pause provider "+p.Name,
-			Message{Type: TypePaused, Severity: SeverityInfo, Provider: p.Name,
-				Summary: fmt.Sprintf("Provider %s is paused (%s): its deliveries wait.", p.Name, reasonOr(p.Reason))})
+	for name, reason := range bs.PausedProviders {
+		set("pause provider "+name,
+			Message{Type: TypePaused, Severity: SeverityInfo, Provider: name,
+				Summary: fmt.Sprintf("Provider %s is paused (%s): its deliveries wait.", name, reasonOr(reason))})
 	}
 	// What held before and was not seen now has cleared.
 	for _, key := range n.Active() {

@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"context"
@@ -17,7 +17,7 @@ import (
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 type apiFixture struct {
@@ -65,11 +65,11 @@ func newAPIFixture(t *testing.T, store string, n, dead int) *apiFixture {
 		}
 		dead -= len(ds)
 	}
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adm := admin.NewAdmin(admin.AdminConfig{
 		Ready: f.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: f.j, OnReplay: func() { a.woken++ }, Overview: f.j}),
+		API: admin.NewAPI(admin.APIConfig{Store: f.j, OnReplay: func() { a.woken++ }, Overview: f.j}),
 	})
-	a.srv = httptest.NewServer(admin)
+	a.srv = httptest.NewServer(adm)
 	t.Cleanup(a.srv.Close)
 	return a
 }
@@ -292,9 +292,9 @@ func TestAPIRedactsCredentialHeaders(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 			Ready: f.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-			API: proxy.NewAPI(proxy.APIConfig{Store: f.j, RedactHeaders: []string{"x-api-key"}}),
+			API: admin.NewAPI(admin.APIConfig{Store: f.j, RedactHeaders: []string{"x-api-key"}}),
 		}))
 		defer srv.Close()
 		a := &apiFixture{srv: srv, j: f.j}
@@ -306,7 +306,7 @@ func TestAPIRedactsCredentialHeaders(t *testing.T) {
 			}
 		}
 		h := m["headers"].(map[string]any)
-		if h["X-Gitlab-Token"].([]any)[0] != proxy.Redacted || h["Content-Type"].([]any)[0] != "application/json" {
+		if h["X-Gitlab-Token"].([]any)[0] != admin.Redacted || h["Content-Type"].([]any)[0] != "application/json" {
 			t.Fatalf("headers %v", h)
 		}
 		// Still stored as received, for the forwarder.
@@ -342,11 +342,11 @@ func TestAPIBadTextIs400(t *testing.T) {
 // bound to every interface by mistake), on every route; the probes
 // handler answers whatever the Host.
 func TestAdminAnswersLoopbackAndListedHostsOnly(t *testing.T) {
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adm := admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
 		AllowedHosts: []string{"whguard.internal"},
 	})
-	probes := proxy.NewProbes(func(context.Context) error { return nil }, prometheus.NewRegistry(), nil)
+	probes := admin.NewProbes(func(context.Context) error { return nil }, prometheus.NewRegistry(), nil)
 	for _, c := range []struct {
 		host, path string
 		want       int
@@ -364,7 +364,7 @@ func TestAdminAnswersLoopbackAndListedHostsOnly(t *testing.T) {
 		req := httptest.NewRequest("GET", c.path, nil)
 		req.Host = c.host
 		rec := httptest.NewRecorder()
-		admin.ServeHTTP(rec, req)
+		adm.ServeHTTP(rec, req)
 		if rec.Code != c.want {
 			t.Errorf("admin Host %s %s: %d, want %d", c.host, c.path, rec.Code, c.want)
 		}
@@ -402,9 +402,9 @@ func TestAPIFindsEventsByTheProvidersID(t *testing.T) {
 		if _, err := j.Append(ctx, []journal.Event{mk("stripe", "evt_1", "other")}); err != nil {
 			t.Fatal(err)
 		}
-		srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+		srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 			Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-			API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"stripe", "github"}}),
+			API: admin.NewAPI(admin.APIConfig{Store: j, Providers: []string{"stripe", "github"}}),
 		}))
 		defer srv.Close()
 		a := &apiFixture{srv: srv, j: j}
@@ -435,7 +435,7 @@ func TestAPIFindsEventsByTheProvidersID(t *testing.T) {
 			t.Fatalf("conflicts: %d %v", s, m)
 		}
 		c := cs[0].(map[string]any)
-		if c["body"] != `{"h":"other"}` || c["headers"].(map[string]any)["Authorization"].([]any)[0] != proxy.Redacted {
+		if c["body"] != `{"h":"other"}` || c["headers"].(map[string]any)["Authorization"].([]any)[0] != admin.Redacted {
 			t.Fatalf("conflict %v", c)
 		}
 	})
@@ -496,9 +496,9 @@ func TestAPIResolvesAmbiguousAndRemovedIDs(t *testing.T) {
 		}
 		res = append(res, r[0])
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j, Providers: []string{"discord"}}),
+		API: admin.NewAPI(admin.APIConfig{Store: j, Providers: []string{"discord"}}),
 	}))
 	defer srv.Close()
 	a := &apiFixture{srv: srv, j: j}
@@ -568,11 +568,11 @@ func (slowSearchStore) BulkReplay(context.Context, journal.Filter, string) (int,
 func TestBulkReplayStoppedBySearchBoundIs422(t *testing.T) {
 	t.Parallel()
 	j := testdb.OpenStore(t, "sqlite", true)
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adm := admin.NewAdmin(admin.AdminConfig{
 		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: slowSearchStore{j}}),
+		API: admin.NewAPI(admin.APIConfig{Store: slowSearchStore{j}}),
 	})
-	srv := httptest.NewServer(admin)
+	srv := httptest.NewServer(adm)
 	t.Cleanup(srv.Close)
 	a := &apiFixture{srv: srv}
 	code, m := a.do(t, "POST", "/api/replay", "tok", `{"status":"done","match":["/data/customer=cus_1"],"reason":"x"}`)

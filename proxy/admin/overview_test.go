@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // TestOverview: counts by status, one entry per minute of the window with
@@ -88,7 +88,7 @@ func testOverview(t *testing.T, store string) {
 }
 
 // tooSlowInspector is a journal whose searches run past their bound.
-type tooSlowInspector struct{ proxy.Inspector }
+type tooSlowInspector struct{ admin.Inspector }
 
 func (tooSlowInspector) List(context.Context, journal.Filter) ([]journal.Summary, int64, error) {
 	return nil, 0, fmt.Errorf("list events: %w", journal.ErrSearchTooSlow)
@@ -98,9 +98,9 @@ func (tooSlowInspector) List(context.Context, journal.Filter) ([]journal.Summary
 // 422 telling what to narrow, not a 503 blaming the journal.
 func TestSearchTooSlowSaysHowToNarrow(t *testing.T) {
 	t.Parallel()
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Store: tooSlowInspector{}}),
+		API: admin.NewAPI(admin.APIConfig{Store: tooSlowInspector{}}),
 	}))
 	defer srv.Close()
 	req, _ := http.NewRequest("GET", srv.URL+"/api/events?match=/a=b", nil)

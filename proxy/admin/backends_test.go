@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"context"
@@ -10,8 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // fakeControl records pauses and resumes.
@@ -21,10 +22,14 @@ type fakeControl struct {
 	resumed []string
 }
 
-func (c *fakeControl) Backends(context.Context) (any, error) {
+func (c *fakeControl) Backends(context.Context) (forwarder.Backends, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return map[string]any{"backends": []map[string]any{{"backend": "http://app:80", "breaker": "closed", "paused": len(c.paused) > 0}}}, nil
+	b := forwarder.BackendStatus{Backend: "http://app:80", Breaker: "closed", Providers: []string{}}
+	if len(c.paused) > 0 {
+		b.Paused = &c.paused[len(c.paused)-1]
+	}
+	return forwarder.Backends{Backends: []forwarder.BackendStatus{b}, PausedProviders: []journal.Pause{}}, nil
 }
 
 func (c *fakeControl) Pause(_ context.Context, p journal.Pause) (journal.Pause, error) {
@@ -49,11 +54,11 @@ func (c *fakeControl) Resume(_ context.Context, kind, name, _ string) (bool, err
 func TestPauseMustNameSomethingConfigured(t *testing.T) {
 	t.Parallel()
 	c := &fakeControl{}
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adm := admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Backends: c, Origins: []string{"http://127.0.0.1:15001"}, Providers: []string{"stripe", "github"}}),
+		API: admin.NewAPI(admin.APIConfig{Backends: c, Origins: []string{"http://127.0.0.1:15001"}, Providers: []string{"stripe", "github"}}),
 	})
-	srv := httptest.NewServer(admin)
+	srv := httptest.NewServer(adm)
 	t.Cleanup(srv.Close)
 	a := &apiFixture{srv: srv}
 	for _, body := range []string{
@@ -89,11 +94,11 @@ func TestPauseMustNameSomethingConfigured(t *testing.T) {
 
 func TestBackendsAPI(t *testing.T) {
 	c := &fakeControl{}
-	admin := proxy.NewAdmin(proxy.AdminConfig{
+	adm := admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "tok",
-		API: proxy.NewAPI(proxy.APIConfig{Backends: c, Origins: []string{"http://app:80"}, Providers: []string{"stripe"}}),
+		API: admin.NewAPI(admin.APIConfig{Backends: c, Origins: []string{"http://app:80"}, Providers: []string{"stripe"}}),
 	})
-	srv := httptest.NewServer(admin)
+	srv := httptest.NewServer(adm)
 	t.Cleanup(srv.Close)
 	a := &apiFixture{srv: srv}
 

@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
 )
 
 // BackendControl lists the backends and pauses or resumes deliveries (the
 // forwarder, through a small adapter in cmd/whguard).
 type BackendControl interface {
-	// Backends returns the listing GET /api/backends shows (JSON).
-	Backends(ctx context.Context) (any, error)
+	// Backends returns the listing GET /api/backends shows.
+	Backends(ctx context.Context) (forwarder.Backends, error)
 	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
 	Resume(ctx context.Context, kind, name, reason string) (bool, error)
 }

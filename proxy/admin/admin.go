@@ -1,4 +1,9 @@
-package proxy
+// Package admin is whguard's admin listener: health, readiness and
+// metrics for probes and scrapers, the bearer-protected API for
+// inspecting, searching, replaying and pausing, the web inspector page, and
+// the profiler (docs/inspecting.md, docs/operations.md). It reads the
+// journal and controls the forwarder through small interfaces it declares.
+package admin
 
 import (
 	"context"
@@ -165,26 +170,4 @@ func requireBearer(token string, next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// NewServer wraps a handler in an http.Server with every timeout set, so a
-// slow or idle client cannot hold a connection open forever.
-func NewServer(addr string, h http.Handler, log *zap.Logger) *http.Server {
-	var errLog *zap.Logger
-	if log != nil {
-		errLog = log
-	} else {
-		errLog = zap.NewNop()
-	}
-	stdLog, _ := zap.NewStdLogAt(errLog, zap.WarnLevel)
-	return &http.Server{
-		Addr:              addr,
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          stdLog,
-	}
 }

@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // The inspector shows order holds: an event waiting for its key is marked
@@ -40,9 +40,9 @@ func TestInspectorOrderInBrowser(t *testing.T) {
 	if _, err := j.Complete(ctx, []journal.Finish{{ID: ds[0].ID, LeaseToken: ds[0].LeaseToken, Status: journal.StatusDead, LastError: "answered 422"}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: j}),
+		API: admin.NewAPI(admin.APIConfig{Store: j}),
 	}))
 	defer srv.Close()
 

@@ -1,4 +1,4 @@
-package proxy_test
+package admin_test
 
 import (
 	"context"
@@ -16,8 +16,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/journal"
-	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/proxy/admin"
 )
 
 // chromiumPath finds the browser `make test` installs (Debian's chromium).
@@ -47,9 +48,9 @@ func TestInspectorInBrowser(t *testing.T) {
 		Body: []byte(`{"n":"a conflicting copy"}`), Path: "/webhooks/x", Headers: http.Header{}}}); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
+		API: admin.NewAPI(admin.APIConfig{Store: a.j}),
 	}))
 	defer srv.Close()
 
@@ -179,9 +180,9 @@ func TestInspectorIgnoredInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	ignored := r[0].ID
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: a.j}),
+		API: admin.NewAPI(admin.APIConfig{Store: a.j}),
 	}))
 	defer srv.Close()
 	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
@@ -224,9 +225,9 @@ func TestInspectorIgnoredInBrowser(t *testing.T) {
 func TestInspectorBackendsInBrowser(t *testing.T) {
 	t.Parallel()
 	c := &stateControl{}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: func(context.Context) error { return nil }, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: emptyInspector{}, Backends: c, Origins: []string{"http://app:3000"}}),
+		API: admin.NewAPI(admin.APIConfig{Store: emptyInspector{}, Backends: c, Origins: []string{"http://app:3000"}}),
 	}))
 	defer srv.Close()
 	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
@@ -271,13 +272,13 @@ func (c *stateControl) last() string {
 	return c.calls[len(c.calls)-1]
 }
 
-func (c *stateControl) Backends(context.Context) (any, error) {
+func (c *stateControl) Backends(context.Context) (forwarder.Backends, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return map[string]any{
-		"backends": []map[string]any{{"backend": "http://app:3000", "providers": []string{"stripe"}, "rate_limit": "20/s", "rate_burst": 20,
-			"max_in_flight": 4, "in_flight": 1, "breaker": "open", "paused": c.paused, "waiting": 3, "oldest_age_seconds": 12.5}},
-		"paused_providers": []journal.Pause{},
+	return forwarder.Backends{
+		Backends: []forwarder.BackendStatus{{Backend: "http://app:3000", Providers: []string{"stripe"}, RateLimit: "20/s", RateBurst: 20,
+			MaxInFlight: 4, InFlight: 1, Breaker: "open", Paused: c.paused, Waiting: 3, OldestAgeSeconds: 12.5}},
+		PausedProviders: []journal.Pause{},
 	}, nil
 }
 
@@ -299,7 +300,7 @@ func (c *stateControl) Resume(_ context.Context, kind, name, reason string) (boo
 }
 
 // emptyInspector is a journal with no events.
-type emptyInspector struct{ proxy.Inspector }
+type emptyInspector struct{ admin.Inspector }
 
 func (emptyInspector) List(context.Context, journal.Filter) ([]journal.Summary, int64, error) {
 	return nil, 0, nil
@@ -378,9 +379,9 @@ func TestInspectorOverviewInBrowser(t *testing.T) {
 	if err := a.j.RecordMinutes(context.Background(), "r1", ms); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(proxy.NewAdmin(proxy.AdminConfig{
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
 		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
-		API: proxy.NewAPI(proxy.APIConfig{Store: a.j, Overview: a.j, Backends: &stateControl{}}),
+		API: admin.NewAPI(admin.APIConfig{Store: a.j, Overview: a.j, Backends: &stateControl{}}),
 	}))
 	defer srv.Close()
 	ctx, waitJS := openInspector(t, srv.URL, "browser-token")
