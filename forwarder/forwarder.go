@@ -383,7 +383,8 @@ func New(cfg Config) (*Forwarder, error) {
 
 // Start spawns the fetcher, reaper, retention, stats and listen loops and
 // returns. Cancelling ctx stops them (no more leasing) as Stop does; Stop
-// is still what waits for deliveries in flight.
+// is still what waits for deliveries in flight. A second Start, or one
+// after Stop, does nothing.
 func (f *Forwarder) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("forwarder: start: %w", err)
@@ -399,11 +400,8 @@ func (f *Forwarder) Start(ctx context.Context) error {
 	cancel()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.started {
-		return errors.New("forwarder: already started")
-	}
-	if f.stopped {
-		return errors.New("forwarder: stopped before it started")
+	if f.started || f.stopped {
+		return nil // started already, or stopped for good
 	}
 	f.started = true
 	loopCtx, cancel := context.WithCancel(ctx)

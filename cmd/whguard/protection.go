@@ -16,6 +16,7 @@ import (
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/internal/startstop"
 )
 
 // The backend protection's settings: WHGUARD_REDIS_URL, the rate limits,
@@ -165,18 +166,19 @@ func (c *config) limited() bool {
 // else in process. It returns nil when nothing is limited and the breaker
 // is off: the delivery path then asks nothing. With the breaker alone, the
 // Redis governor reads it from memory: no round trip per delivery either.
-// A Redis that does not answer at start-up is an outage like any other
-// (warned about, whguard_redis_up 0, deliveries that need it wait), never
-// a reason not to start: ingest does not need it. The keys are named
-// after WHGUARD_REDIS_NAMESPACE, else the journal's identity, so that two
-// deployments sharing one Redis share nothing. stop ends its background
-// sync.
+// The keys are named after WHGUARD_REDIS_NAMESPACE, else the journal's
+// identity, so that two deployments sharing one Redis share nothing. svc,
+// when not nil, is what the Redis governor runs (the breakers' sync) and
+// closes: its Start checks that Redis answers, and a Redis that does not
+// is an outage like any other (warned about, whguard_redis_up 0,
+// deliveries that need it wait), never a reason not to start: ingest does
+// not need it.
 func newGovernor(ctx context.Context, c *config, j interface {
 	Identity(context.Context) (string, error)
-}, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, stop func(), err error) {
+}, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, svc startstop.Service, err error) {
 	gc := c.governorConfig()
 	if !c.limited() && !gc.Breaker.Enabled {
-		return nil, func() {}, nil
+		return nil, nil, nil
 	}
 	if c.RedisURL == "" {
 		g, err := governor.NewLocal(gc, nil)
@@ -185,7 +187,7 @@ func newGovernor(ctx context.Context, c *config, j interface {
 		}
 		governor.RegisterBreakerMetric(reg, g)
 		log.Info("backend limits and breakers kept in this process (set WHGUARD_REDIS_URL to share them between replicas)")
-		return g, func() {}, nil
+		return g, nil, nil
 	}
 	opt, err := redisOptions(c.RedisURL)
 	if err != nil {
@@ -207,23 +209,21 @@ func newGovernor(ctx context.Context, c *config, j interface {
 		client.Close()
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := rg.Ping(pctx); err != nil {
-		log.Warn("redis does not answer at start-up; webhooks are acknowledged as usual, deliveries that need the shared limits wait until it does",
-			zap.String("addr", opt.Addr))
-	}
 	governor.RegisterBreakerMetric(reg, rg)
-	log.Info("backend limits and breakers shared through redis", zap.String("addr", opt.Addr))
-	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		rg.Run(runCtx)
-	}()
-	return rg, func() {
-		cancelRun()
-		<-done
-		client.Close()
+	return rg, startstop.Func{
+		StartFunc: func(ctx context.Context) error {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			if err := rg.Ping(pctx); err != nil {
+				log.Warn("redis does not answer at start-up; webhooks are acknowledged as usual, deliveries that need the shared limits wait until it does",
+					zap.String("addr", opt.Addr))
+			}
+			log.Info("backend limits and breakers shared through redis", zap.String("addr", opt.Addr))
+			return rg.Start(ctx)
+		},
+		StopFunc: func(ctx context.Context) error {
+			defer client.Close()
+			return rg.Stop(ctx)
+		},
 	}, nil
 }

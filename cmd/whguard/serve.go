@@ -2,9 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -12,14 +9,13 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
+	"github.com/whguard/whguard/internal/startstop"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
-	"github.com/whguard/whguard/proxy/admin"
 )
 
 // openJournal opens the configured journal: PostgreSQL for postgres://
@@ -60,212 +56,57 @@ func serve(ctx context.Context, cfg *config, log *zap.Logger) error {
 
 // serveWith is serve, calling listening (when not nil) with the bound
 // ingress and admin addresses once both listen (the demo binds port 0).
+// Every part is built first, nothing running (wire); then one group
+// starts them in order and, at the end, stops them in the reverse order
+// within the one shutdown deadline: the ingress stops accepting first
+// (requests in flight finish their commit), the forwarder stops leasing
+// and lets deliveries in flight finish (what still runs at the deadline
+// is interrupted and its lease handed back), the alerts report what went
+// dead meanwhile, and the admin listener and the journal close last.
 func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func(ingress, admin string)) error {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	j, listen, err := openJournal(ctx, cfg, log)
+	p, err := wire(cfg, log)
 	if err != nil {
 		return err
 	}
-	defer j.Close()
-	gov, closeGov, err := newGovernor(ctx, cfg, j, reg, log.Named("governor"))
-	if err != nil {
+	g := startstop.NewGroup(log)
+	g.Add("journal", p.journal)
+	g.Add("admin listener", p.admin)
+	if p.metrics != nil {
+		g.Add("metrics listener", p.metrics)
+	}
+	// An unreachable database is retried, not fatal: the sidecar can come
+	// up before its database does (readyz says so, webhooks get 503
+	// meanwhile), and what needs the schema starts once it is there.
+	g.Add("migrations", p.migration)
+	if p.governor != nil {
+		g.Add("governor", p.governor)
+	}
+	if p.alerts != nil {
+		// Alerts watch from the moment the journal is ready: they report
+		// what becomes unreachable, not a slow start-up (which /readyz
+		// and the logs show). Stopped after the forwarder, they report
+		// the events that went dead while it stopped.
+		g.AddAfter("alerts", p.alerts, p.migration.ready)
+	}
+	g.AddAfter("forwarder", p.forwarder, p.migration.ready)
+	g.Add("ingress listener", p.ingress)
+	if err := g.Start(ctx); err != nil {
 		return err
 	}
-	defer closeGov()
-	// Migrate at start-up; an unreachable database is retried, not fatal,
-	// so the sidecar can come up before its database does (readyz says so,
-	// and webhooks get 503 meanwhile). The forwarder starts once the
-	// schema is there.
-	migrated := make(chan struct{})
-	go func() {
-		if migrateUntilDone(ctx, j, log) {
-			close(migrated)
-		}
-	}()
-
-	var routes []proxy.Route
-	for _, p := range cfg.providers {
-		routes = append(routes, proxy.Route{Path: p.env.Path, ForwardPath: p.env.ForwardPath, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
-			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout, Order: p.order})
-		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
-			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
-			zap.Duration("sync_timeout", p.syncTimeout))
-	}
-	targets := map[string]forwarder.Target{}
-	for _, p := range cfg.providers {
-		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost,
-			Sync: p.syncTimeout > 0, Scheme: p.provider.SchemeName(), Unsign: p.provider.Unsign}
-		if p.resign {
-			t.Resign = p.provider.Resign
-		}
-		targets[p.name] = t
-	}
-	alerts, err := newAlerts(cfg, reg, log.Named("alerts"))
-	if err != nil {
-		return err
-	}
-	fwdCfg := forwarder.Config{
-		Governor:    gov,
-		Store:       j,
-		Targets:     targets,
-		Timeout:     cfg.ForwardTimeout,
-		Concurrency: cfg.ForwardConcurrency,
-		MaxInFlight: cfg.BackendMaxInFlight,
-		Policy: forwarder.Policy{
-			BaseDelay:   cfg.RetryBaseDelay,
-			MaxDelay:    cfg.RetryMaxDelay,
-			MaxAttempts: cfg.RetryMaxAttempts,
-		},
-		KeyRetention:     cfg.DedupRetention,
-		PayloadRetention: cfg.PayloadRetention,
-		Listen:           listen,
-		Metrics:          forwarder.NewMetrics(reg),
-		Logger:           log.Named("forwarder"),
-	}
-	if alerts != nil {
-		fwdCfg.Alerts = alerts
-	}
-	fwd, err := forwarder.New(fwdCfg)
-	if err != nil {
-		return err
-	}
-	// Group commit: concurrent requests share one INSERT and one commit.
-	// The embedded journal has one writer. PostgreSQL gets two commits in
-	// flight: measured with cmd/whguard-bench on a 2-core machine, pure
-	// ingest ran at 6.0k events/s with one, 6.9k with two, and 3.2k-6.3k
-	// with four (concurrent committers contend for the same right-most
-	// index pages and WAL insertion locks).
-	commitsInFlight := 2
-	if _, embedded := j.(*journal.SQLite); embedded {
-		commitsInFlight = 1
-	}
-	ingressMetrics := proxy.NewMetrics(reg)
-	intake, err := forwarder.NewIntake(forwarder.IntakeConfig{
-		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
-		// A new event is inserted leased and delivered from memory after
-		// its commit (no lease statement); the others are leased, woken.
-		Deliverer: fwd,
-		OnCommit:  fwd.Wake,
-	})
-	if err != nil {
-		return err
-	}
-	ingress, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:           routes,
-		MaxBufferedBytes: cfg.MaxBufferedBytes,
-		PassThrough:      passThrough(cfg, log),
-		Intake:           intake,
-		Metrics:          ingressMetrics,
-		Logger:           log.Named("ingress"),
-		// Duplicates of sync-mode events get the reply stored with them.
-		Replies: j,
-	})
-	if err != nil {
-		return err
-	}
-	adminHandler := admin.NewAdmin(admin.AdminConfig{
-		Ready:    j.Ready,
-		Gatherer: reg,
-		Token:    cfg.AdminToken,
-		API: admin.NewAPI(admin.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
-			Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}),
-		Logger:       log.Named("admin"),
-		AllowedHosts: cfg.AdminHosts,
-	})
-	if cfg.AdminToken == "" {
-		log.Warn("WHGUARD_ADMIN_TOKEN is not set: the admin API stays closed")
-	}
-
-	servers := []*http.Server{
-		proxy.NewServer(cfg.Listen, ingress, log.Named("ingress")),
-		proxy.NewServer(cfg.AdminListen, adminHandler, log.Named("admin")),
-	}
-	if cfg.MetricsListen != "" {
-		// Scrapers and probes get their own listener, whatever Host they
-		// send; the admin one can stay on loopback.
-		servers = append(servers, proxy.NewServer(cfg.MetricsListen, admin.NewProbes(j.Ready, reg, log.Named("metrics")), log.Named("metrics")))
-	}
-	// /debug/pprof/profile streams for 30 s by default: give the admin
-	// listener room for it.
-	servers[1].WriteTimeout = 2 * time.Minute
-	errs := make(chan error, len(servers))
-	var bound []string
-	for _, srv := range servers {
-		ln, err := net.Listen("tcp", srv.Addr)
-		if err != nil {
-			return fmt.Errorf("listen on %s: %w", srv.Addr, err)
-		}
-		bound = append(bound, ln.Addr().String())
-		log.Info("listening", zap.String("addr", ln.Addr().String()))
-		go func() {
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				errs <- fmt.Errorf("serve %s: %w", srv.Addr, err)
-			}
-		}()
-	}
-
 	if listening != nil {
-		listening(bound[0], bound[1])
+		listening(p.ingress.addr, p.admin.addr)
 	}
-	alertsStarted := make(chan struct{})
-	go func() {
-		defer close(alertsStarted)
-		select {
-		case <-migrated:
-			if err := fwd.Start(ctx); err != nil {
-				log.Warn("forwarder not started", zap.Error(err))
-			}
-			// Alerts watch from the moment the journal is ready: they
-			// report what becomes unreachable, not a slow start-up (which
-			// /readyz and the logs show).
-			if alerts != nil {
-				probes := alert.Probes{Journal: j.Ready, Backends: alertBackends(fwd)}
-				if p, ok := gov.(interface{ Ping(context.Context) error }); ok && cfg.RedisURL != "" {
-					probes.Redis = p.Ping
-				}
-				_ = alerts.Start(ctx, probes)
-			}
-		case <-ctx.Done():
-		}
-	}()
-
 	var serveErr error
 	select {
 	case <-ctx.Done():
 		log.Info("shutting down", zap.Duration("timeout", cfg.ShutdownTimeout))
-	case serveErr = <-errs:
+	case serveErr = <-p.listenerErrs:
 		log.Error("listener failed; shutting down", zap.Error(serveErr))
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.ShutdownTimeout)
 	defer cancel()
-	// Stop accepting first (requests in flight finish their commit), then
-	// stop leasing and let deliveries in flight finish; what is still
-	// running at the deadline is interrupted and its lease handed back.
-	if err := servers[0].Shutdown(sctx); err != nil {
-		log.Warn("ingress shutdown incomplete", zap.Error(err))
-	}
-	if err := fwd.Stop(sctx); err != nil {
-		log.Warn("deliveries interrupted at the shutdown deadline; their leases were handed back", zap.Error(err))
-	}
-	<-alertsStarted
-	if alerts != nil {
-		// After the forwarder: the events that went dead while stopping
-		// are reported too.
-		// At most a few seconds: a receiver that is down must not use
-		// up the admin listener's share of the deadline.
-		actx, acancel := context.WithTimeout(sctx, 5*time.Second)
-		defer acancel()
-		if err := alerts.Stop(actx); err != nil {
-			log.Warn("alerts not all sent before the shutdown deadline", zap.Error(err))
-		}
-	}
-	for _, srv := range servers[2:] {
-		_ = srv.Shutdown(sctx)
-	}
-	if err := servers[1].Shutdown(sctx); err != nil {
-		log.Warn("admin shutdown incomplete", zap.Error(err))
+	if err := g.Stop(sctx); err != nil {
+		log.Warn("shutdown incomplete", zap.Error(err))
 	}
 	log.Info("stopped")
 	return serveErr

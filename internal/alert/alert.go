@@ -178,6 +178,8 @@ const maxDeadIDs = 5
 type Notifier struct {
 	cfg Config
 	log *zap.Logger
+	// probes are what Start watches (Watch sets them).
+	probes Probes
 
 	mu sync.Mutex
 	// conds are the conditions in force, by key; fired remembers when each

@@ -90,7 +90,7 @@ func start(t *testing.T, cfg alert.Config) (*alert.Notifier, *clock) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := n.Start(context.Background(), alert.Probes{}); err != nil {
+	if err := n.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

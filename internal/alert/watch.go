@@ -40,10 +40,17 @@ type BackendState struct {
 	OldestAge time.Duration
 }
 
+// Watch sets what the notifier watches once started (before Start: the
+// probes often read parts built after the notifier, such as the
+// forwarder, which itself tells the notifier of dead events).
+func (n *Notifier) Watch(p Probes) { n.probes = p }
+
 // Start runs the notifier until Stop: the sender, and the watcher that
 // runs the probes every CheckInterval and reports due dead-event groups
-// and repeats every second.
-func (n *Notifier) Start(ctx context.Context, p Probes) error {
+// and repeats every second. Use it once (a startstop.Once makes a second
+// call do nothing).
+func (n *Notifier) Start(ctx context.Context) error {
+	p := n.probes
 	ctx, n.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	n.done = make(chan struct{})
 	sent := make(chan struct{})

@@ -65,6 +65,12 @@ type Redis struct {
 
 	// releases batches slot releases (batch.go).
 	releases *groupcommit.Group[Ask, struct{}]
+
+	// runMu guards runStop and runDone: the breakers' sync started by
+	// Start (redis_breaker.go).
+	runMu   sync.Mutex
+	runStop context.CancelFunc
+	runDone chan struct{}
 }
 
 // RedisOptions are the optional parts of a Redis governor.

@@ -249,10 +249,45 @@ func (r *Redis) breakerRecord(ctx context.Context, backend string, c breakerCoun
 	return nil
 }
 
-// Run sends the outcomes counted here and refreshes the known breaker
-// states every breakerSync until ctx ends. Without it the breaker sees
-// only probes.
-func (r *Redis) Run(ctx context.Context) {
+// Start runs, until Stop, the breakers' sync: the outcomes counted here
+// are sent, and the known breaker states refreshed, every breakerSync.
+// Without it the breaker sees only probes. A second Start does nothing.
+func (r *Redis) Start(ctx context.Context) error {
+	r.runMu.Lock()
+	defer r.runMu.Unlock()
+	if r.runStop != nil {
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	r.runStop, r.runDone = cancel, done
+	go func() {
+		defer close(done)
+		r.run(ctx)
+	}()
+	return nil
+}
+
+// Stop ends the sync started by Start and waits for it (until ctx is
+// done). It does nothing before Start, and a second time.
+func (r *Redis) Stop(ctx context.Context) error {
+	r.runMu.Lock()
+	stop, done := r.runStop, r.runDone
+	r.runMu.Unlock()
+	if stop == nil {
+		return nil
+	}
+	stop()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("stop the breakers' sync: %w", ctx.Err())
+	}
+}
+
+// run is the breakers' sync loop, until ctx ends.
+func (r *Redis) run(ctx context.Context) {
 	if !r.cfg.Breaker.Enabled {
 		return
 	}
