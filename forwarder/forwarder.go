@@ -6,10 +6,14 @@
 //
 // The package is split by job, each file owning its state:
 //
-//   - forwarder.go: configuration, New, Start and Stop (the lifecycle);
-//   - fetch.go: admission: wake-ups, the fetch loop that leases rows, and
-//     claims of new events delivered from memory (Claim, Dispatch);
-//   - pool.go: the delivery slots and the goroutines that run deliveries;
+//   - config.go: the configuration, its defaults and its rules;
+//   - forwarder.go: New, Start and Stop (the lifecycle);
+//   - admission.go: who may deliver and when: the slots, their queue,
+//     the claims of new events, and the decisions as pure functions;
+//   - fetch.go: wake-ups, the fetch loop that leases rows, and claims of
+//     new events delivered from memory (Claim, Dispatch);
+//   - pool.go: the goroutines that run deliveries;
+//   - intake.go: the claim protocol of the ingress (Intake.Accept);
 //   - attempt.go: one attempt of one event and the writing of its outcome;
 //   - maintain.go: the reaper, retention and the status gauges;
 //   - send.go and policy.go: the HTTP request and the retry policy, both
@@ -19,11 +23,9 @@
 package forwarder
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -72,37 +74,6 @@ var (
 	_ Governor = (*governor.Redis)(nil)
 )
 
-// Target says where one provider's events go.
-type Target struct {
-	// BackendURL is the backend's base URL (WHGUARD_<NAME>_BACKEND_URL or
-	// WHGUARD_BACKEND_URL).
-	BackendURL string
-	// ForwardPath replaces the received path when set
-	// (WHGUARD_<NAME>_FORWARD_PATH).
-	ForwardPath string
-	// PreserveHost sends the Host the sender used (as received, recorded
-	// in X-Forwarded-Host) instead of the backend's own
-	// (WHGUARD_<NAME>_PRESERVE_HOST).
-	PreserveHost bool
-	// Resign, when set, replaces the provider's signature headers in h
-	// with a fresh signature of body made at the given time, so that a
-	// backend verifying them with the provider's library accepts a late
-	// delivery (WHGUARD_<NAME>_RESIGN). Nil forwards them as received.
-	Resign func(h http.Header, body []byte, at time.Time)
-	// Scheme is the provider's signature scheme now (verify's name). An
-	// event verified under another scheme, or under none, is not signed
-	// for the backend: Resign is skipped and Unsign applied (whguard signs
-	// only content it verified with this scheme). Empty: not checked.
-	Scheme string
-	// Unsign, when set, removes the provider's signature headers from h
-	// (a delivery whguard must not sign). Nil leaves them as received.
-	Unsign func(h http.Header)
-	// Sync stores the first 2xx answer (status, Content-Type, body of at
-	// most journal.MaxReplyBytes) with the event, for the sender waiting
-	// on DispatchSync and for later duplicates (WHGUARD_<NAME>_MODE=sync).
-	Sync bool
-}
-
 // ReplyStore stores the reply of a sync-mode event; the journal's stores
 // implement it. A Store without it stores no replies: sync deliveries then
 // answer nothing and their senders get the usual acknowledgement.
@@ -111,156 +82,6 @@ type ReplyStore interface {
 }
 
 var _ ReplyStore = (*journal.Postgres)(nil)
-
-// Defaults. The retry defaults ride out a backend outage of about eight
-// hours on average (docs/guarantees.md, "Retries"): 25 attempts with
-// full jitter from 5 s doubling to a 1 h cap.
-//
-// DefaultConcurrency is the ceiling of deliveries in flight per process;
-// the adaptive limit (adapt.go) finds how many of them the backend needs.
-// Measured with cmd/whguard-bench on 2 cores: at the old fixed default of 8
-// a backlog drained at 0.27× naive-pg's ack rate to a fast backend, and at
-// 148/s to one answering in 50 ms (8 / 54 ms). 256 lets such a backend take
-// 5 000 deliveries a second, and costs nothing while the limit stays low.
-const (
-	DefaultTimeout      = 10 * time.Second
-	DefaultConcurrency  = 256 // the ceiling; see above
-	DefaultBaseDelay    = 5 * time.Second
-	DefaultMaxDelay     = time.Hour
-	DefaultMaxAttempts  = 25
-	DefaultPollInterval = time.Second
-	DefaultReapInterval = 2 * time.Second
-	DefaultLeaseMargin  = 10 * time.Second
-	DefaultStatsEvery   = 10 * time.Second
-	// DefaultFiguresEvery: see Config.FiguresInterval.
-	DefaultFiguresEvery = 5 * time.Second
-	// DefaultKeyRetention keeps the keys of done events 35 days: longer
-	// than any common sender's redelivery horizon (Stripe resends events
-	// up to 30 days old on request; automatic retries end within 3 days).
-	DefaultKeyRetention = 35 * 24 * time.Hour
-	// DefaultPayloadRetention keeps done payloads a week, for inspection
-	// and replay.
-	DefaultPayloadRetention = 7 * 24 * time.Hour
-	DefaultCleanupEvery     = time.Minute
-	// DefaultNoBackendHold: see Config.NoBackendHold.
-	DefaultNoBackendHold = time.Minute
-	// DefaultUnavailableHold: see Config.UnavailableHold.
-	DefaultUnavailableHold = time.Second
-)
-
-// Config configures a Forwarder. Zero fields take the defaults above.
-type Config struct {
-	Store Store
-	// Targets maps provider names to targets; an event whose provider has
-	// no entry is held (not attempted) and waits.
-	Targets map[string]Target
-	// Timeout bounds one delivery (WHGUARD_FORWARD_TIMEOUT).
-	Timeout time.Duration
-	// Concurrency bounds the requests to the backends in flight; as many
-	// finished deliveries may be waiting for their outcome to be written.
-	// Within it, the number in flight adapts to the backend (adapt.go).
-	Concurrency int
-	// MaxInFlight, when set, is the most the adaptive limit grows to
-	// (WHGUARD_BACKEND_MAX_IN_FLIGHT: the governor enforces it across
-	// replicas; growing past it would only make deliveries to hold).
-	MaxInFlight int
-	// Policy is the retry policy; zero fields take the defaults.
-	Policy Policy
-	// PollInterval is the fallback poll when no wake-up arrives.
-	PollInterval time.Duration
-	// ReapInterval is how often expired leases are looked for.
-	ReapInterval time.Duration
-	// LeaseMargin is added to Timeout for the lease (at most 30 s).
-	LeaseMargin time.Duration
-	// StatsInterval is how often the status gauges are refreshed.
-	StatsInterval time.Duration
-	// KeyRetention is how long a done event's key (and the event) is kept
-	// after it was delivered (WHGUARD_DEDUP_RETENTION).
-	KeyRetention time.Duration
-	// PayloadRetention is how long a done event's payload is kept
-	// (WHGUARD_PAYLOAD_RETENTION); at most KeyRetention.
-	PayloadRetention time.Duration
-	// CleanupInterval is how often retention runs.
-	CleanupInterval time.Duration
-	// NoBackendHold is how long an event whose provider has no target
-	// waits before it is looked at again (a replica with a target for it
-	// may be running by then).
-	NoBackendHold time.Duration
-	// Governor, when set, is asked before each attempt of a provider it
-	// limits; a delivery it turns down is held, not attempted. Nil means
-	// no limits.
-	Governor Governor
-	// UnavailableHold is how long a delivery waits when the governor's
-	// shared state does not answer.
-	UnavailableHold time.Duration
-	// PauseInterval is how often the pauses are read from the journal.
-	PauseInterval time.Duration
-	// PauseHold is how long a paused delivery is held (a resume makes it
-	// due at once).
-	PauseHold time.Duration
-	// FiguresInterval is how often this replica's per-minute delivery
-	// figures are written to the journal (for the overview).
-	FiguresInterval time.Duration
-	// Replica names this process in the per-minute figures; empty means a
-	// random name chosen by New.
-	Replica string
-	// Alerts, when set, hears of every event that goes dead.
-	Alerts Alerts
-	// Listen, when set, runs until ctx ends and calls wake on every
-	// cross-process notification of new rows (LISTEN/NOTIFY).
-	Listen func(ctx context.Context, wake func()) error
-	// Client sends the deliveries; nil means a tuned client of our own.
-	Client *http.Client
-	// Metrics records delivery metrics; nil means none.
-	Metrics *Metrics
-	// Logger receives the forwarder's logs; nil means none.
-	Logger *zap.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// Rand returns floats in [0, 1) for jitter; nil means math/rand/v2.
-	Rand func() float64
-}
-
-func (c *Config) withDefaults() error {
-	if c.Store == nil {
-		return errors.New("forwarder: no store")
-	}
-	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
-	c.Policy.BaseDelay = cmp.Or(c.Policy.BaseDelay, DefaultBaseDelay)
-	c.Policy.MaxDelay = cmp.Or(c.Policy.MaxDelay, DefaultMaxDelay)
-	c.Policy.MaxAttempts = cmp.Or(c.Policy.MaxAttempts, DefaultMaxAttempts)
-	c.PollInterval = cmp.Or(c.PollInterval, DefaultPollInterval)
-	c.ReapInterval = cmp.Or(c.ReapInterval, DefaultReapInterval)
-	c.LeaseMargin = min(cmp.Or(c.LeaseMargin, DefaultLeaseMargin), 30*time.Second)
-	c.StatsInterval = cmp.Or(c.StatsInterval, DefaultStatsEvery)
-	c.FiguresInterval = cmp.Or(c.FiguresInterval, DefaultFiguresEvery)
-	if c.Replica == "" {
-		c.Replica = uuid.NewString()
-	}
-	c.KeyRetention = cmp.Or(c.KeyRetention, DefaultKeyRetention)
-	c.PayloadRetention = min(cmp.Or(c.PayloadRetention, DefaultPayloadRetention), c.KeyRetention)
-	c.CleanupInterval = cmp.Or(c.CleanupInterval, DefaultCleanupEvery)
-	c.NoBackendHold = cmp.Or(c.NoBackendHold, DefaultNoBackendHold)
-	c.UnavailableHold = cmp.Or(c.UnavailableHold, DefaultUnavailableHold)
-	c.PauseInterval = cmp.Or(c.PauseInterval, DefaultPauseInterval)
-	c.PauseHold = cmp.Or(c.PauseHold, DefaultPauseHold)
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.Client == nil {
-		c.Client = NewClient(c.Timeout, c.Concurrency)
-	}
-	for name, t := range c.Targets {
-		if t.BackendURL == "" {
-			return fmt.Errorf("forwarder: provider %s has no backend URL", name)
-		}
-	}
-	return nil
-}
 
 // Internal bounds.
 const (
@@ -347,8 +168,24 @@ func limitCeiling(cfg Config) int {
 
 // New checks the configuration and builds a stopped Forwarder.
 func New(cfg Config) (*Forwarder, error) {
-	if err := cfg.withDefaults(); err != nil {
-		return nil, err
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("forwarder: %w", err)
+	}
+	if cfg.Store == nil {
+		return nil, errors.New("forwarder: no store")
+	}
+	if cfg.Replica == "" {
+		cfg.Replica = uuid.NewString()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Client == nil {
+		cfg.Client = NewClient(cfg.Timeout, cfg.Concurrency)
 	}
 	f := &Forwarder{
 		cfg:       cfg,

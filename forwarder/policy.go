@@ -1,11 +1,15 @@
 package forwarder
 
 import (
+	"cmp"
+	"errors"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/whguard/whguard/internal/fields"
 )
 
 // Outcome classes of one attempt.
@@ -135,4 +139,31 @@ func overloaded(status int) bool {
 		return true
 	}
 	return false
+}
+
+// WithDefaults returns p with each zero setting set to its default.
+func (p Policy) WithDefaults() Policy {
+	p.BaseDelay = cmp.Or(p.BaseDelay, DefaultBaseDelay)
+	p.MaxDelay = cmp.Or(p.MaxDelay, DefaultMaxDelay)
+	p.MaxAttempts = cmp.Or(p.MaxAttempts, DefaultMaxAttempts)
+	return p
+}
+
+// Validate checks a Policy with its defaults applied, returning one
+// fields.Error per bad setting.
+func (p Policy) Validate() error {
+	var errs []error
+	if p.BaseDelay <= 0 {
+		errs = append(errs, fields.Errorf("BaseDelay", "must be positive, got %s", p.BaseDelay))
+	}
+	switch {
+	case p.MaxDelay <= 0:
+		errs = append(errs, fields.Errorf("MaxDelay", "must be positive, got %s", p.MaxDelay))
+	case p.BaseDelay > 0 && p.MaxDelay < p.BaseDelay:
+		errs = append(errs, fields.Errorf("MaxDelay", "%s is shorter than {BaseDelay} (%s); set it to at least that", p.MaxDelay, p.BaseDelay))
+	}
+	if p.MaxAttempts < 1 {
+		errs = append(errs, fields.Errorf("MaxAttempts", "must be at least 1, got %d", p.MaxAttempts))
+	}
+	return errors.Join(errs...)
 }

@@ -26,8 +26,12 @@ type bodyBudget struct {
 	total, largeShare int64
 }
 
+// largeShare is the part of a budget of total bytes that large bodies may
+// hold: three quarters.
+func largeShare(total int64) int64 { return max(total*3/4, 1) }
+
 func newBodyBudget(total int64) *bodyBudget {
-	share := max(total*3/4, 1)
+	share := largeShare(total)
 	return &bodyBudget{
 		all:        semaphore.NewWeighted(total),
 		large:      semaphore.NewWeighted(share),

@@ -6,7 +6,6 @@ package proxy
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,43 +50,6 @@ type Checker interface {
 
 var _ Checker = (*verify.Provider)(nil)
 
-// DefaultMaxBodyBytes is the body limit when none is configured: 1 MiB,
-// above the documented maximum of the common senders (GitHub caps payloads
-// at 25 MB but sends almost all under 1 MB; Stripe events are a few KB).
-const DefaultMaxBodyBytes = 1 << 20
-
-// DefaultCommitTimeout bounds one journal commit on the request path.
-const DefaultCommitTimeout = 5 * time.Second
-
-// IngressConfig configures the ingress handler.
-type IngressConfig struct {
-	Routes []Route
-	// Intake journals each verified event and hands it to delivery
-	// (required).
-	Intake Intake
-	// Metrics records ingress counters; nil means not recorded.
-	Metrics *Metrics
-	// Logger receives request logs; nil means none.
-	Logger *zap.Logger
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
-	// CommitTimeout bounds one journal commit; 0 means DefaultCommitTimeout.
-	CommitTimeout time.Duration
-	// MaxBufferedBytes bounds the bodies being read at once, all requests
-	// together (WHGUARD_MAX_BUFFERED_BYTES); 0 means
-	// DefaultMaxBufferedBytes.
-	MaxBufferedBytes int64
-	// PassThrough, when set, serves every request whose path is no
-	// provider's (WHGUARD_PASS_THROUGH): whguard then stands in front of
-	// all of the app's traffic, passing the rest on unchanged. Nil answers
-	// 404 there.
-	PassThrough http.Handler
-	// Replies reads the stored replies of sync-mode events for their
-	// duplicates; nil answers them with the 202 body. It is asked only on
-	// a sync route: async duplicates cost no extra query.
-	Replies ReplyReader
-}
-
 // Ingress is the webhook receiving handler.
 type Ingress struct {
 	routes  map[string]Route
@@ -104,6 +66,10 @@ type Ingress struct {
 
 // NewIngress checks the configuration and builds the handler.
 func NewIngress(cfg IngressConfig) (*Ingress, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("ingress: %w", err)
+	}
 	if cfg.Intake == nil {
 		return nil, errors.New("ingress: no intake")
 	}
@@ -112,10 +78,6 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		if r.Provider == nil {
 			return nil, fmt.Errorf("ingress: route %q has no provider", r.Path)
 		}
-		if prev, dup := routes[r.Path]; dup {
-			return nil, fmt.Errorf("ingress: providers %s and %s share the path %q", prev.Provider.Name(), r.Provider.Name(), r.Path)
-		}
-		r.MaxBodyBytes = cmp.Or(r.MaxBodyBytes, DefaultMaxBodyBytes)
 		routes[r.Path] = r
 	}
 	in := &Ingress{
@@ -124,8 +86,8 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		metrics: cfg.Metrics,
 		log:     cfg.Logger,
 		now:     cfg.Now,
-		timeout: cmp.Or(cfg.CommitTimeout, DefaultCommitTimeout),
-		budget:  newBodyBudget(cmp.Or(cfg.MaxBufferedBytes, DefaultMaxBufferedBytes)),
+		timeout: cfg.CommitTimeout,
+		budget:  newBodyBudget(cfg.MaxBufferedBytes),
 		pass:    cfg.PassThrough,
 		guards:  newGuardSet(cfg.Routes),
 		replies: cfg.Replies,
@@ -214,7 +176,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		OrderBlock:  route.Order.Block,
 		Scheme:      route.Provider.SchemeName(),
 	}
-	sync := route.SyncTimeout > 0 && event.Reply == nil
+	sync := route.Sync && event.Reply == nil
 	// The commit is bounded by its own deadline, not by the sender's
 	// connection: the server ends the request's context when the sender
 	// closes its side, which a sender that half-closes after its request

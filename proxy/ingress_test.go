@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
@@ -877,36 +878,23 @@ func TestBodyBudget(t *testing.T) {
 	}
 }
 
-// TestHugeBodyLimitReadsTheBody: a limit at the edge of int64 once made
-// the read limit overflow, every body was read as empty, and distinct
-// events collapsed into one key. (The configuration now refuses such a
-// limit too; the read stays correct whatever the limit.)
-func TestHugeBodyLimitReadsTheBody(t *testing.T) {
+// TestHugeBodyLimitRefused: a limit at the edge of int64 once made the
+// read limit overflow, every body was read as empty, and distinct events
+// collapsed into one key. The configuration refuses such a limit, naming
+// the route's setting (readLimited stays correct whatever the limit: see
+// TestReadLimitedAtTheEdge).
+func TestHugeBodyLimitRefused(t *testing.T) {
+	t.Parallel()
 	p, err := verify.NewProvider(verify.ProviderConfig{Name: "open", Scheme: "none"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := testdb.OpenStore(t, "sqlite", true)
-	in, err := proxy.NewIngress(proxy.IngressConfig{
+	_, err = proxy.NewIngress(proxy.IngressConfig{
 		Routes: []proxy.Route{{Path: "/webhooks/open", Provider: p, MaxBodyBytes: math.MaxInt64}},
-		Intake: newIntake(t, j, nil),
+		Intake: newIntake(t, testdb.OpenStore(t, "sqlite", true), nil),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := &fixture{srv: httptest.NewServer(in), j: j}
-	t.Cleanup(f.srv.Close)
-	for _, body := range []string{`{"n":1}`, `{"n":2}`} {
-		if r := f.post(t, "/webhooks/open", http.Header{"Content-Type": {"application/json"}}, body); r.status != http.StatusAccepted {
-			t.Fatalf("%s: %+v", body, r)
-		}
-	}
-	evs := f.events(t)
-	if len(evs) != 2 {
-		t.Fatalf("%d events, want 2", len(evs))
-	}
-	if d := f.detail(t, evs[0].ID); d.Body != `{"n":2}` {
-		t.Fatalf("stored body %q", d.Body)
+	if fes := fields.All(err); len(fes) != 1 || fes[0].Field != "Routes[0].MaxBodyBytes" {
+		t.Fatalf("NewIngress: %v", err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -40,7 +41,7 @@ func ParseOrderKey(s string) (OrderKey, error) {
 		return OrderKey{Pointer: s}, nil
 	case strings.HasPrefix(strings.ToLower(s), "header:"):
 		name := s[len("header:"):]
-		if !validHeaderName(name) {
+		if !fields.HeaderName(name) {
 			return OrderKey{}, fmt.Errorf("%q: header:<Name> needs a header name (letters, digits and !#$%%&'*+-.^_`|~)", s)
 		}
 		return OrderKey{Header: http.CanonicalHeaderKey(name)}, nil
@@ -65,19 +66,4 @@ func (k OrderKey) Value(h http.Header, body []byte) string {
 		v, _ = journal.PointerText(body, k.Pointer)
 	}
 	return journal.OrderKeyDigest(v)
-}
-
-func validHeaderName(s string) bool {
-	if s == "" {
-		return false
-	}
-	for _, c := range []byte(s) {
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return true
 }

@@ -20,7 +20,8 @@ type Route struct {
 	ForwardPath string
 	// Provider verifies and keys the requests on Path.
 	Provider Checker
-	// MaxBodyBytes bounds the body; 0 means DefaultMaxBodyBytes.
+	// MaxBodyBytes bounds the body (WHGUARD_<NAME>_MAX_BODY_BYTES); 0
+	// means the IngressConfig's.
 	MaxBodyBytes int64
 	// BodyGuard takes the same signed body under a fresh event id as a
 	// replay of the first event, not a new one (for providers whose event
@@ -30,11 +31,13 @@ type Route struct {
 	// Order says where the provider's events carry their order key; the
 	// zero value orders nothing.
 	Order OrderKey
-	// SyncTimeout, when positive, puts the route in sync mode
-	// (WHGUARD_<NAME>_MODE=sync, WHGUARD_<NAME>_SYNC_TIMEOUT): a new
-	// event's sender waits, counted from the request's arrival, for the
-	// backend's 2xx answer to its first attempt, and gets it instead of
-	// the 202; its duplicates get the stored answer too. 0 is async.
+	// Sync puts the route in sync mode (WHGUARD_<NAME>_MODE=sync): a new
+	// event's sender waits up to SyncTimeout, counted from the request's
+	// arrival, for the backend's 2xx answer to its first attempt, and gets
+	// it instead of the 202; its duplicates get the stored answer too.
+	Sync bool
+	// SyncTimeout is the sync-mode wait (WHGUARD_<NAME>_SYNC_TIMEOUT);
+	// 0 means DefaultSyncTimeout. It must be 0 on an async route.
 	SyncTimeout time.Duration
 	// EventTypes is the provider's event-type filter
 	// (WHGUARD_<NAME>_EVENT_TYPES): patterns with * wildcards, matched as

@@ -107,9 +107,9 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes: []proxy.Route{
-			{Path: "/webhooks/twilio", SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
+			{Path: "/webhooks/twilio", Sync: true, SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
 				Name: "twilio", Scheme: "twilio", Secrets: []string{twilioToken}, PublicURL: base + "/webhooks/twilio"})},
-			{Path: "/webhooks/slack", SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
+			{Path: "/webhooks/slack", Sync: true, SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
 				Name: "slack", Scheme: "slack", Secrets: []string{slackSecret}})},
 		},
 		Intake: newIntake(t, j, fwd), Replies: j, Metrics: proxy.NewMetrics(reg),

@@ -12,6 +12,8 @@ import (
 	"hash"
 	"strings"
 	"time"
+
+	"github.com/whguard/whguard/internal/fields"
 )
 
 // hmacPart is one piece of a signed-content template.
@@ -79,11 +81,11 @@ func newHMACScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) 
 	}
 
 	switch {
-	case !isToken(c.SignatureHeader): // set: the registry checked
-		errs = append(errs, fieldErrorf(FieldSignatureHeader, "HMAC signature header is not a valid header name (%s)", tokenHint))
+	case !fields.HeaderName(c.SignatureHeader): // set: the registry checked
+		errs = append(errs, fieldErrorf(FieldSignatureHeader, "HMAC signature header is not a valid header name (%s)", fields.HeaderNameHint))
 	}
-	if c.TimestampHeader != "" && !isToken(c.TimestampHeader) {
-		errs = append(errs, fieldErrorf(FieldTimestampHeader, "HMAC timestamp header is not a valid header name (%s)", tokenHint))
+	if c.TimestampHeader != "" && !fields.HeaderName(c.TimestampHeader) {
+		errs = append(errs, fieldErrorf(FieldTimestampHeader, "HMAC timestamp header is not a valid header name (%s)", fields.HeaderNameHint))
 	}
 
 	switch strings.ToLower(c.Encoding) {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/whguard/whguard/internal/fields"
 )
 
 // MaxEventIDLength is the longest event id Check returns (bytes). Real ids
@@ -106,8 +108,8 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 	if tolerance <= 0 {
 		tolerance = DefaultTolerance(cfg.Scheme)
 	}
-	if cfg.IDHeader != "" && !isToken(cfg.IDHeader) {
-		errs = append(errs, fieldErrorf(FieldIDHeader, "ID header %q is not a valid header name (%s)", cfg.IDHeader, tokenHint))
+	if cfg.IDHeader != "" && !fields.HeaderName(cfg.IDHeader) {
+		errs = append(errs, fieldErrorf(FieldIDHeader, "ID header %q is not a valid header name (%s)", cfg.IDHeader, fields.HeaderNameHint))
 	}
 
 	spec, ok := lookupScheme(cfg.Scheme)
@@ -257,21 +259,4 @@ func printable(s string, maxLen int) bool {
 		}
 	}
 	return true
-}
-
-// tokenHint says what isToken accepts.
-const tokenHint = "letters, digits and !#$%&'*+-.^_`|~"
-
-// isToken tells whether s is a valid header field name (RFC 9110 token).
-func isToken(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
 }

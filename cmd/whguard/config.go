@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"reflect"
 	"regexp"
 	"sort"
@@ -23,9 +22,8 @@ import (
 // envPrefix prefixes every configuration variable.
 const envPrefix = "WHGUARD_"
 
-// Defaults of the settings whose component has no constant of its own.
-// The others are the components' constants (forwarder.DefaultTimeout, …):
-// see defaultConfig.
+// Defaults of whguard's own settings; the components' come from their
+// WithDefaults (see defaultConfig).
 const (
 	defaultListen          = ":8080"
 	defaultAdminListen     = "127.0.0.1:9090"
@@ -37,36 +35,40 @@ const (
 
 // defaultConfig is the configuration before the environment is read: an
 // unset (or empty) variable keeps its default, an explicit value (even a
-// zero one) is parsed and checked. Each default is written once, here or
-// as the package constant of the component that uses it.
+// zero one) is parsed and checked. The components' settings default to
+// what their own WithDefaults gives, so each default is written once.
 func defaultConfig() config {
+	fc := forwarder.Config{}.WithDefaults()
+	ic := proxy.IngressConfig{}.WithDefaults()
+	bc := governor.BreakerConfig{}.WithDefaults()
+	ac := alert.Config{}.WithDefaults()
 	return config{
 		Listen:           defaultListen,
 		AdminListen:      defaultAdminListen,
 		DatabaseURL:      defaultDatabaseURL,
-		MaxBodyBytes:     proxy.DefaultMaxBodyBytes,
-		MaxBufferedBytes: proxy.DefaultMaxBufferedBytes,
+		MaxBodyBytes:     ic.MaxBodyBytes,
+		MaxBufferedBytes: ic.MaxBufferedBytes,
 		LogLevel:         defaultLogLevel,
 		LogFormat:        defaultLogFormat,
 		ShutdownTimeout:  defaultShutdownTimeout,
 
-		ForwardTimeout:     forwarder.DefaultTimeout,
-		ForwardConcurrency: forwarder.DefaultConcurrency,
-		RetryBaseDelay:     forwarder.DefaultBaseDelay,
-		RetryMaxDelay:      forwarder.DefaultMaxDelay,
-		RetryMaxAttempts:   forwarder.DefaultMaxAttempts,
-		DedupRetention:     forwarder.DefaultKeyRetention,
-		PayloadRetention:   forwarder.DefaultPayloadRetention,
+		ForwardTimeout:     fc.Timeout,
+		ForwardConcurrency: fc.Concurrency,
+		RetryBaseDelay:     fc.Policy.BaseDelay,
+		RetryMaxDelay:      fc.Policy.MaxDelay,
+		RetryMaxAttempts:   fc.Policy.MaxAttempts,
+		DedupRetention:     fc.KeyRetention,
+		PayloadRetention:   fc.PayloadRetention,
 
 		Breaker:             "on",
-		BreakerWindow:       governor.DefaultBreakerWindow,
-		BreakerMinAttempts:  governor.DefaultBreakerMinAttempts,
-		BreakerFailureRatio: governor.DefaultBreakerFailureRatio,
-		BreakerCooldown:     governor.DefaultBreakerCooldown,
+		BreakerWindow:       bc.Window,
+		BreakerMinAttempts:  bc.MinAttempts,
+		BreakerFailureRatio: bc.FailureRatio,
+		BreakerCooldown:     bc.Cooldown,
 
-		AlertFormat:     alert.FormatSlack,
-		AlertRepeat:     alert.DefaultRepeat,
-		AlertBacklogAge: alert.DefaultBacklogAge,
+		AlertFormat:     ac.Format,
+		AlertRepeat:     ac.Repeat,
+		AlertBacklogAge: ac.BacklogAge,
 	}
 }
 
@@ -137,8 +139,13 @@ type config struct {
 	// alertSign signs JSON alerts (from AlertSecret), nil when unsigned.
 	alertSign func(h http.Header, body []byte, at time.Time)
 
-	// backendLimit is BackendRateLimit and BackendRateBurst, parsed.
-	backendLimit governor.Limit
+	// The components' configurations, built from the variables above and
+	// checked by the components' own rules (components.go). The parts
+	// (journal, logger, …) are added when whguard is wired.
+	forward forwarder.Config
+	ingress proxy.IngressConfig
+	gov     governor.Config
+	alerts  alert.Config
 
 	providers []providerConfig
 }
@@ -180,6 +187,18 @@ func (ps *problems) merge(err error) {
 			ps.errs = append(ps.errs, e)
 		}
 	}
+}
+
+// addOnce reports msg about key unless it was reported already (two
+// components may check one variable: the in-flight bound is both the
+// forwarder's and the governor's).
+func (ps *problems) addOnce(key, msg string) {
+	for _, e := range ps.errs {
+		if ce, ok := e.(*configError); ok && ce.key == key && ce.msg == msg {
+			return
+		}
+	}
+	ps.addf(key, "%s", msg)
 }
 
 // failed tells whether key was reported already: checks that compare it
@@ -264,24 +283,6 @@ func loadConfig(environ []string) (*config, []string, error) {
 	return &c, append(warnings, w...), nil
 }
 
-// maxBodyLimit is the largest body limit accepted: 64 MiB, above any
-// sender's documented maximum (GitHub caps payloads at 25 MB).
-const maxBodyLimit = 64 << 20
-
-// validHeaderName reports an HTTP header field name (an RFC 9110 token).
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
-}
-
 // ignoredKeys are WHGUARD_ variables read by tooling, not by whguard.
 var ignoredKeys = map[string]bool{}
 
@@ -290,17 +291,6 @@ var ignoredKeys = map[string]bool{}
 func (c *config) validate(ps *problems) (warnings []string) {
 	if len(c.providers) == 0 && !ps.failed("WHGUARD_PROVIDERS") {
 		ps.addf("WHGUARD_PROVIDERS", "no provider configured (e.g. WHGUARD_PROVIDERS=stripe)")
-	}
-	if (c.MaxBodyBytes <= 0 || c.MaxBodyBytes > maxBodyLimit) && !ps.failed("WHGUARD_MAX_BODY_BYTES") {
-		ps.addf("WHGUARD_MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, c.MaxBodyBytes)
-	}
-	if c.MaxBufferedBytes <= 0 && !ps.failed("WHGUARD_MAX_BUFFERED_BYTES") {
-		ps.addf("WHGUARD_MAX_BUFFERED_BYTES", "must be positive, got %d", c.MaxBufferedBytes)
-	}
-	for _, name := range c.RedactHeaders {
-		if !validHeaderName(strings.TrimSpace(name)) {
-			ps.addf("WHGUARD_REDACT_HEADERS", "%q is not a header name", name)
-		}
 	}
 	if c.ShutdownTimeout <= 0 && !ps.failed("WHGUARD_SHUTDOWN_TIMEOUT") {
 		ps.addf("WHGUARD_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
@@ -322,49 +312,14 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	default:
 		ps.addf("WHGUARD_DATABASE_URL", "must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
 	}
-	if c.BackendURL != "" {
-		if err := checkURL(c.BackendURL); err != nil {
-			ps.addf("WHGUARD_BACKEND_URL", "%v", err)
-		}
-	}
 	if c.PassThrough && c.BackendURL == "" && !ps.failed("WHGUARD_PASS_THROUGH") {
 		ps.addf("WHGUARD_PASS_THROUGH", "needs WHGUARD_BACKEND_URL, the app the other requests go to")
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"WHGUARD_FORWARD_TIMEOUT", c.ForwardTimeout},
-		{"WHGUARD_RETRY_BASE_DELAY", c.RetryBaseDelay},
-		{"WHGUARD_RETRY_MAX_DELAY", c.RetryMaxDelay},
-	} {
-		if d.v <= 0 && !ps.failed(d.name) {
-			ps.addf(d.name, "must be positive, got %s", d.v)
-		}
-	}
-	if c.DedupRetention < time.Hour && !ps.failed("WHGUARD_DEDUP_RETENTION") {
-		ps.addf("WHGUARD_DEDUP_RETENTION", "%s is too short: keys must outlive the senders' redelivery horizon (at least 1h; default %s, %d days)",
-			c.DedupRetention, forwarder.DefaultKeyRetention, forwarder.DefaultKeyRetention/(24*time.Hour))
-	}
-	if !ps.failed("WHGUARD_DEDUP_RETENTION") && !ps.failed("WHGUARD_PAYLOAD_RETENTION") &&
-		(c.PayloadRetention <= 0 || c.PayloadRetention > c.DedupRetention) {
-		ps.addf("WHGUARD_PAYLOAD_RETENTION", "must be positive and at most WHGUARD_DEDUP_RETENTION (%s), got %s", c.DedupRetention, c.PayloadRetention)
-	}
-	if c.RetryMaxDelay < c.RetryBaseDelay && !ps.failed("WHGUARD_RETRY_MAX_DELAY") && !ps.failed("WHGUARD_RETRY_BASE_DELAY") {
-		ps.addf("WHGUARD_RETRY_MAX_DELAY", "%s is shorter than WHGUARD_RETRY_BASE_DELAY (%s); set it to at least that", c.RetryMaxDelay, c.RetryBaseDelay)
-	}
-	if c.RetryMaxAttempts < 1 && !ps.failed("WHGUARD_RETRY_MAX_ATTEMPTS") {
-		ps.addf("WHGUARD_RETRY_MAX_ATTEMPTS", "must be at least 1, got %d", c.RetryMaxAttempts)
-	}
-	if (c.ForwardConcurrency < 1 || c.ForwardConcurrency > 1000) && !ps.failed("WHGUARD_FORWARD_CONCURRENCY") {
-		ps.addf("WHGUARD_FORWARD_CONCURRENCY", "must be from 1 to 1000, got %d", c.ForwardConcurrency)
-	}
 	c.validateProtection(ps)
 	c.validateAlerts(ps)
-	paths := map[string]string{}
 	for i := range c.providers {
 		p := &c.providers[i]
-		warnings = append(warnings, p.validate(c, paths, ps)...)
+		warnings = append(warnings, p.validate(c, ps)...)
 		if p.provider == nil {
 			continue
 		}
@@ -379,52 +334,23 @@ func (c *config) validate(ps *problems) (warnings []string) {
 				"or it will refuse events delivered late", p.name, p.env.Scheme, support))
 		}
 	}
+	c.gov = c.governorConfig(ps)
+	c.buildComponents(ps)
 	return warnings
 }
 
-// validateAlerts checks the WHGUARD_ALERT_* settings.
+// validateAlerts builds the alerts' signer from WHGUARD_ALERT_SECRET.
 func (c *config) validateAlerts(ps *problems) {
-	switch c.AlertFormat {
-	case alert.FormatSlack, alert.FormatJSON:
-	default:
-		ps.addf("WHGUARD_ALERT_FORMAT", "%q is not slack or json", c.AlertFormat)
+	if c.AlertSecret == "" {
+		return
 	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"WHGUARD_ALERT_REPEAT", c.AlertRepeat}, {"WHGUARD_ALERT_BACKLOG_AGE", c.AlertBacklogAge}} {
-		if d.v <= 0 && !ps.failed(d.name) {
-			ps.addf(d.name, "must be positive, got %s", d.v)
-		}
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "alerts", Scheme: verify.SchemeStandard, Secrets: []string{c.AlertSecret}})
+	if err != nil {
+		// The verify error names its field, never the secret's value.
+		ps.addf("WHGUARD_ALERT_SECRET", "not a Standard Webhooks secret (whsec_ followed by base64): %v", err)
+		return
 	}
-	if c.AlertURL != "" {
-		if err := checkURL(c.AlertURL); err != nil {
-			ps.addf("WHGUARD_ALERT_URL", "%v", err)
-		}
-	}
-	if c.AlertSecret != "" {
-		if c.AlertFormat != alert.FormatJSON {
-			ps.addf("WHGUARD_ALERT_SECRET", "signs json alerts only; set WHGUARD_ALERT_FORMAT=json or unset the secret")
-			return
-		}
-		p, err := verify.NewProvider(verify.ProviderConfig{Name: "alerts", Scheme: verify.SchemeStandard, Secrets: []string{c.AlertSecret}})
-		if err != nil {
-			// The verify error names its field, never the secret's value.
-			ps.addf("WHGUARD_ALERT_SECRET", "not a Standard Webhooks secret (whsec_ followed by base64): %v", err)
-			return
-		}
-		c.alertSign = p.Resign
-	}
-}
-
-func checkURL(s string) error {
-	u, err := url.Parse(s)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		// The value is not shown: a backend URL may carry a password or
-		// a token in its query.
-		return errors.New("is not an http(s) URL (expected http://host[:port][/path][?query])")
-	}
-	return nil
+	c.alertSign = p.Resign
 }
 
 // parseEnv parses v from vars with the prefix. Its error joins one

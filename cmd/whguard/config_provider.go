@@ -9,10 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
-	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
@@ -77,29 +74,18 @@ type providerConfig struct {
 	// a replay, not a new event (BODY_GUARD, defaulting to
 	// !provider.IDSigned()).
 	bodyGuard bool
-	// limit is RateLimit and RateBurst, parsed.
-	limit governor.Limit
 	// order is OrderKey and OrderOnDead, parsed.
 	order proxy.OrderKey
 	// eventTypes is EventTypes, parsed (nil: no filter).
 	eventTypes []string
-	// syncTimeout is how long a sync-mode sender waits for the backend's
-	// answer; 0 in async mode.
+	// sync is MODE=sync; syncTimeout is how long a sync-mode sender
+	// waits for the backend's answer (SYNC_TIMEOUT, else the default); 0
+	// in async mode.
+	sync        bool
 	syncTimeout time.Duration
 }
 
-// Sync mode bounds. Senders that read the answer give up within seconds
-// (Slack slash commands after 3 s, Twilio after 15 s by default): a wait
-// longer than maxSyncTimeout holds a request, a body buffer and a delivery
-// slot for no sender that is still listening. 25 s also leaves the 202 of
-// a sender that waited in vain room before the ingress listener's 30 s
-// write deadline, which counts from the request's arrival too.
-const (
-	defaultSyncTimeout = 2 * time.Second
-	maxSyncTimeout     = 25 * time.Second
-)
-
-// validateMode checks MODE and SYNC_TIMEOUT and sets p.syncTimeout.
+// validateMode reads MODE and SYNC_TIMEOUT into p.sync and p.syncTimeout.
 func (p *providerConfig) validateMode(forwardTimeout time.Duration, ps *problems) (warnings []string) {
 	switch p.env.Mode {
 	case "", "async":
@@ -121,14 +107,9 @@ func (p *providerConfig) validateMode(forwardTimeout time.Duration, ps *problems
 		ps.addf(p.prefix+"MODE", "sync does not apply to scheme discord: whguard answers its interactions itself; leave it unset")
 		return warnings
 	}
-	p.syncTimeout = defaultSyncTimeout
+	p.sync, p.syncTimeout = true, proxy.DefaultSyncTimeout
 	if p.env.SyncTimeout != nil {
-		p.syncTimeout = *p.env.SyncTimeout
-	}
-	if p.syncTimeout <= 0 || p.syncTimeout > maxSyncTimeout {
-		ps.addf(p.prefix+"SYNC_TIMEOUT", "must be a duration above 0 and at most %s, got %s", maxSyncTimeout, p.syncTimeout)
-		p.syncTimeout = 0
-		return warnings
+		p.syncTimeout = *p.env.SyncTimeout // checked with the route
 	}
 	if forwardTimeout > 0 && p.syncTimeout > forwardTimeout {
 		warnings = append(warnings, fmt.Sprintf("%sSYNC_TIMEOUT (%s) is longer than WHGUARD_FORWARD_TIMEOUT (%s): the first attempt is cut at the latter",
@@ -137,56 +118,17 @@ func (p *providerConfig) validateMode(forwardTimeout time.Duration, ps *problems
 	return warnings
 }
 
-// validate checks one provider's variables and builds its verify.Provider
+// validate reads one provider's variables and builds its verify.Provider
 // (p.provider stays nil when it cannot be built), reporting every problem
-// to ps and returning the warnings. paths maps the ingress paths seen so
-// far to their provider.
-func (p *providerConfig) validate(c *config, paths map[string]string, ps *problems) (warnings []string) {
+// to ps and returning the warnings. Its route, target and limit are
+// checked by their components (buildComponents).
+func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	if p.env.Path == "" {
 		p.env.Path = "/webhooks/" + p.name
 	}
-	switch other, dup := paths[p.env.Path]; {
-	case !strings.HasPrefix(p.env.Path, "/"):
-		ps.addf(p.prefix+"PATH", "%q must start with /", p.env.Path)
-	case strings.ContainsAny(p.env.Path, "?#%"):
-		// The path is matched against the decoded request path, without
-		// its query: such a path could never match a request.
-		ps.addf(p.prefix+"PATH", "%q must be a plain path, without ?, # or %%-escapes", p.env.Path)
-	case dup:
-		ps.addf(p.prefix+"PATH", "%q is already the path of provider %s; give each provider its own", p.env.Path, other)
-	default:
-		paths[p.env.Path] = p.name
-	}
-	if p.env.MaxBodyBytes < 0 || p.env.MaxBodyBytes > maxBodyLimit {
-		ps.addf(p.prefix+"MAX_BODY_BYTES", "must be from 1 to %d (64 MiB), got %d", maxBodyLimit, p.env.MaxBodyBytes)
-	}
-	limitVar := p.prefix + "MAX_BODY_BYTES"
-	if p.env.MaxBodyBytes <= 0 {
-		p.env.MaxBodyBytes, limitVar = c.MaxBodyBytes, "WHGUARD_MAX_BODY_BYTES"
-	}
-	// Large bodies may hold three quarters of the buffering budget (the
-	// rest stays for small ones): a larger limit could never be honoured.
-	if share := c.MaxBufferedBytes * 3 / 4; p.env.MaxBodyBytes > share && c.MaxBufferedBytes > 0 && !ps.failed(limitVar) {
-		ps.addf(limitVar, "%d is above three quarters of WHGUARD_MAX_BUFFERED_BYTES (%d), the most one body may hold while it is read; raise the budget to at least %d or lower the limit",
-			p.env.MaxBodyBytes, share, p.env.MaxBodyBytes*4/3+1)
-	}
-	switch {
-	case p.env.BackendURL != "":
-		if err := checkURL(p.env.BackendURL); err != nil {
-			ps.addf(p.prefix+"BACKEND_URL", "%v", err)
-		}
-	case c.BackendURL != "":
-		p.env.BackendURL = c.BackendURL
-	case !ps.failed("WHGUARD_BACKEND_URL"):
-		ps.addf("WHGUARD_BACKEND_URL", "not set (nor %sBACKEND_URL): where should %s events be forwarded? e.g. http://127.0.0.1:3000", p.prefix, p.name)
-	}
-	p.limit = parseLimit(p.prefix+"RATE_LIMIT", p.env.RateLimit, p.prefix+"RATE_BURST", p.env.RateBurst, ps)
 	p.eventTypes = p.parseEventTypes(ps)
 	warnings = append(warnings, p.validateMode(c.ForwardTimeout, ps)...)
 	p.order = p.validateOrder(ps)
-	if p.env.ForwardPath != "" && !strings.HasPrefix(p.env.ForwardPath, "/") {
-		ps.addf(p.prefix+"FORWARD_PATH", "%q must start with /", p.env.ForwardPath)
-	}
 	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
 	warnings = append(warnings, secretWarnings...)
 	if !ok {
@@ -223,24 +165,18 @@ func (p *providerConfig) validate(c *config, paths map[string]string, ps *proble
 		case fe.Field == verify.FieldSecrets && fe.Index < len(from):
 			ps.addf(p.prefix+from[fe.Index], "%v", fe)
 		default:
-			ps.addf(p.prefix+fieldVars[fe.Field], "%v", fe)
+			ps.addf(p.prefix+verifyVars[fe.Field], "%v", fe)
 		}
 	}
 	return warnings
 }
 
-// maxTypePattern bounds one pattern of EVENT_TYPES: an event type longer
-// than 256 bytes is never reported (verify drops it), so no longer pattern
-// could match.
-const maxTypePattern = 256
-
 // parseEventTypes reads EVENT_TYPES: a comma list of event types in which
 // * stands for any run of characters (invoice.*, *.failed), each matched
 // against the whole type, case-sensitively, as the API's type= filter
-// does. Space around an item is dropped; an empty item (",," or a trailing
-// comma), a control character or an item longer than an event type can be
-// is refused, as is a filter on a scheme that reports no event type (it
-// would silently let everything through).
+// does. Space around an item is dropped; the route checks each item
+// (proxy.Route). A filter on a scheme that reports no event type is
+// refused: it would silently let everything through.
 func (p *providerConfig) parseEventTypes(ps *problems) []string {
 	if strings.TrimSpace(p.env.EventTypes) == "" {
 		return nil
@@ -251,20 +187,8 @@ func (p *providerConfig) parseEventTypes(ps *problems) []string {
 		return nil
 	}
 	var out []string
-	for i, item := range strings.Split(p.env.EventTypes, ",") {
-		pat := strings.TrimSpace(item)
-		switch {
-		case pat == "":
-			ps.addf(key, "item %d is empty; expected a comma list of event types such as invoice.*,customer.subscription.*", i+1)
-			return nil
-		case !utf8.ValidString(pat) || strings.ContainsFunc(pat, unicode.IsControl):
-			ps.addf(key, "item %d holds a control character or invalid UTF-8; expected event types such as invoice.*", i+1)
-			return nil
-		case len(pat) > maxTypePattern:
-			ps.addf(key, "item %d is longer than %d bytes, the longest event type whguard reads", i+1, maxTypePattern)
-			return nil
-		}
-		out = append(out, pat)
+	for _, item := range strings.Split(p.env.EventTypes, ",") {
+		out = append(out, strings.TrimSpace(item)) // each checked with the route
 	}
 	return out
 }
@@ -305,24 +229,6 @@ func (p *providerConfig) validateResign(ps *problems) bool {
 		ps.addf(p.prefix+"RESIGN", "scheme %s cannot be re-signed: %s; leave it unset or set false", p.env.Scheme, verify.ResignSupport(p.env.Scheme))
 	}
 	return false
-}
-
-// fieldVars maps each verify setting to the variable (after
-// WHGUARD_<NAME>_) that holds it. Secrets come from SECRET, SECRET_FILE
-// and SECRET_PREVIOUS: see loadSecrets.
-var fieldVars = map[verify.Field]string{
-	verify.FieldScheme:            "SCHEME",
-	verify.FieldSecrets:           "SECRET",
-	verify.FieldTolerance:         "TOLERANCE",
-	verify.FieldIDHeader:          "ID_HEADER",
-	verify.FieldPublicKey:         "PUBLIC_KEY",
-	verify.FieldPublicURL:         "PUBLIC_URL",
-	verify.FieldHMACAlgorithm:     "HMAC_ALGORITHM",
-	verify.FieldSignatureHeader:   "SIGNATURE_HEADER",
-	verify.FieldSignatureEncoding: "SIGNATURE_ENCODING",
-	verify.FieldSignaturePrefix:   "SIGNATURE_PREFIX",
-	verify.FieldTimestampHeader:   "TIMESTAMP_HEADER",
-	verify.FieldSignedContent:     "SIGNED_CONTENT",
 }
 
 // secrets gathers the provider's secrets, current first: SECRET, then each

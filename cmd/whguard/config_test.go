@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -66,7 +68,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_BACKEND_RATE_BURST", "0", []string{"WHGUARD_BACKEND_RATE_LIMIT=5/s"}, "from 1 to 1000000"},
 		{"WHGUARD_BACKEND_MAX_IN_FLIGHT", "-1", nil, "0 (no bound) or more"},
 		{"WHGUARD_BREAKER", "maybe", nil, "on or off"},
-		{"WHGUARD_BREAKER_WINDOW", "10ms", nil, "at least 1s"},
+		{"WHGUARD_BREAKER_WINDOW", "0s", nil, "positive"},
 		{"WHGUARD_BREAKER_MIN_ATTEMPTS", "0", nil, "at least 1"},
 		{"WHGUARD_BREAKER_FAILURE_RATIO", "1.5", nil, "at most 1"},
 		{"WHGUARD_BREAKER_COOLDOWN", "soon", nil, "Go duration"},
@@ -226,6 +228,28 @@ func TestDefaultsApplied(t *testing.T) {
 	}
 	got := *c
 	got.providers = nil
+	// The components start from their own defaults.
+	if fc := got.forward; fc.Targets["x"].BackendURL != "http://b" {
+		t.Fatalf("target %+v", fc.Targets)
+	}
+	got.forward.Targets = nil
+	if !reflect.DeepEqual(got.forward, forwarder.Config{}.WithDefaults()) {
+		t.Errorf("forwarder config %+v\nwant %+v", got.forward, forwarder.Config{}.WithDefaults())
+	}
+	if len(got.ingress.Routes) != 1 || got.ingress.Routes[0].MaxBodyBytes != proxy.DefaultMaxBodyBytes || got.ingress.Routes[0].Path != "/webhooks/x" {
+		t.Errorf("routes %+v", got.ingress.Routes)
+	}
+	got.ingress.Routes = nil
+	if !reflect.DeepEqual(got.ingress, proxy.IngressConfig{}.WithDefaults()) {
+		t.Errorf("ingress config %+v\nwant %+v", got.ingress, proxy.IngressConfig{}.WithDefaults())
+	}
+	if !reflect.DeepEqual(got.alerts, alert.Config{}.WithDefaults()) {
+		t.Errorf("alert config %+v\nwant %+v", got.alerts, alert.Config{}.WithDefaults())
+	}
+	if want := (governor.BreakerConfig{Enabled: true}).WithDefaults(); got.gov.Breaker != want {
+		t.Errorf("breaker %+v, want %+v", got.gov.Breaker, want)
+	}
+	got.forward, got.ingress, got.gov, got.alerts = forwarder.Config{}, proxy.IngressConfig{}, governor.Config{}, alert.Config{}
 	want := defaultConfig()
 	want.BackendURL, want.Providers = "http://b", []string{"x"}
 	if !reflect.DeepEqual(got, want) {
@@ -507,8 +531,8 @@ func TestProtectionSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gc := c.governorConfig()
-	if gc.Backend.Rate != (governor.Rate{N: 90, Per: time.Minute}) || gc.Backend.Burst != 0 || gc.Backend.Rate.DefaultBurst() != 2 {
+	gc := c.gov
+	if gc.Backend.Rate != (governor.Rate{N: 90, Per: time.Minute}) || gc.Backend.Burst != 2 {
 		t.Errorf("backend limit %+v, want 90/m with the default burst 2", gc.Backend)
 	}
 	if gc.MaxInFlight != 4 || gc.SlotTTL != c.ForwardTimeout+forwarder.DefaultLeaseMargin {
@@ -529,5 +553,19 @@ func TestProtectionSettings(t *testing.T) {
 	}
 	if c.limited() {
 		t.Error("no limit configured, limited() true: the delivery path would ask the governor")
+	}
+}
+
+// WHGUARD_REDACT_HEADERS is a comma list: space after a comma is not part
+// of the next name (" X-B" would never match a header, and its values
+// would show).
+func TestRedactHeadersTrimmed(t *testing.T) {
+	t.Parallel()
+	c, _, err := loadConfig(append(baseEnv(), "WHGUARD_REDACT_HEADERS=X-Api-Key, X-Shop-Token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(c.RedactHeaders, "|"); got != "X-Api-Key|X-Shop-Token" {
+		t.Fatalf("redacted headers %q", got)
 	}
 }

@@ -272,7 +272,7 @@ func TestProvidersTableNamesRequiredVariables(t *testing.T) {
 	for _, r := range rows {
 		var missing []string
 		for _, f := range verify.RequiredFields(r.Name) {
-			v := fieldVars[f]
+			v := verifyVars[f]
 			if !strings.Contains(r.Set, "`"+v+"`") {
 				missing = append(missing, v)
 			}

@@ -123,7 +123,7 @@ func TestUnknownVariablesWarned(t *testing.T) {
 	if strings.Contains(joined, "OTHER_THING") || strings.Contains(joined, "WHGUARD_GITHUB_SECRET ") {
 		t.Errorf("warned about a known or foreign variable: %q", joined)
 	}
-	if cfg.providers[0].env.Path != "/webhooks/github" || cfg.providers[0].env.MaxBodyBytes != 1<<20 {
+	if cfg.providers[0].env.Path != "/webhooks/github" || cfg.ingress.Routes[0].MaxBodyBytes != 1<<20 {
 		t.Errorf("defaults not applied: %+v", cfg.providers[0].env)
 	}
 }

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"regexp"
-	"slices"
-	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,52 +19,9 @@ import (
 // The backend protection's settings: WHGUARD_REDIS_URL, the rate limits,
 // the in-flight bound and the circuit breaker.
 
-var (
-	rateRE           = regexp.MustCompile(`^([0-9]+)/([smh])$`)
-	redisNamespaceRE = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-)
-
-// parseRate parses N/s, N/m or N/h.
-func parseRate(s string) (governor.Rate, bool) {
-	m := rateRE.FindStringSubmatch(s)
-	if m == nil {
-		return governor.Rate{}, false
-	}
-	n, err := strconv.Atoi(m[1])
-	if err != nil || n < 1 || n > 1_000_000 {
-		return governor.Rate{}, false
-	}
-	per := map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
-	return governor.Rate{N: n, Per: per}, true
-}
-
-// parseLimit parses a rate variable and its burst, reporting bad values
-// under their own names. An unset rate is no limit; a burst without a
-// rate is refused (it would do nothing).
-func parseLimit(rateKey, rate, burstKey string, burst *int, ps *problems) governor.Limit {
-	var l governor.Limit
-	if rate != "" {
-		r, ok := parseRate(rate)
-		if !ok {
-			ps.addf(rateKey, "%q is not a rate; expected N/s, N/m or N/h with N from 1 to 1000000, e.g. 20/s", rate)
-			return l
-		}
-		l.Rate = r
-	}
-	if burst != nil {
-		switch {
-		case *burst < 1 || *burst > 1_000_000:
-			ps.addf(burstKey, "must be from 1 to 1000000, got %d", *burst)
-		case l.Rate.IsZero() && !ps.failed(rateKey):
-			ps.addf(burstKey, "set without %s: a burst needs a rate", rateKey)
-		default:
-			l.Burst = *burst
-		}
-	}
-	return l
-}
-
-// validateProtection checks the backend protection's settings.
+// validateProtection reads the Redis settings and WHGUARD_BREAKER; the
+// limits and the breaker's settings are the governor's to check
+// (buildComponents).
 func (c *config) validateProtection(ps *problems) {
 	if c.RedisURL != "" {
 		u, err := url.Parse(c.RedisURL)
@@ -81,31 +35,15 @@ func (c *config) validateProtection(ps *problems) {
 			}
 		}
 	}
-	if c.RedisNamespace != "" && !redisNamespaceRE.MatchString(c.RedisNamespace) {
-		ps.addf("WHGUARD_REDIS_NAMESPACE", "%q: use 1 to 64 letters, digits, '.', '_' or '-'", c.RedisNamespace)
-	}
-	c.backendLimit = parseLimit("WHGUARD_BACKEND_RATE_LIMIT", c.BackendRateLimit, "WHGUARD_BACKEND_RATE_BURST", c.BackendRateBurst, ps)
-	if c.BackendMaxInFlight < 0 && !ps.failed("WHGUARD_BACKEND_MAX_IN_FLIGHT") {
-		ps.addf("WHGUARD_BACKEND_MAX_IN_FLIGHT", "must be 0 (no bound) or more, got %d", c.BackendMaxInFlight)
+	if c.RedisNamespace != "" {
+		if err := governor.CheckNamespace(c.RedisNamespace); err != nil {
+			ps.addf("WHGUARD_REDIS_NAMESPACE", "%v", err)
+		}
 	}
 	switch c.Breaker {
 	case "on", "off":
 	default:
 		ps.addf("WHGUARD_BREAKER", "%q is not on or off", c.Breaker)
-	}
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{{"WHGUARD_BREAKER_WINDOW", c.BreakerWindow}, {"WHGUARD_BREAKER_COOLDOWN", c.BreakerCooldown}} {
-		if d.v < time.Second && !ps.failed(d.name) {
-			ps.addf(d.name, "must be at least 1s, got %s", d.v)
-		}
-	}
-	if c.BreakerMinAttempts < 1 && !ps.failed("WHGUARD_BREAKER_MIN_ATTEMPTS") {
-		ps.addf("WHGUARD_BREAKER_MIN_ATTEMPTS", "must be at least 1, got %d", c.BreakerMinAttempts)
-	}
-	if !(c.BreakerFailureRatio > 0 && c.BreakerFailureRatio <= 1) && !ps.failed("WHGUARD_BREAKER_FAILURE_RATIO") {
-		ps.addf("WHGUARD_BREAKER_FAILURE_RATIO", "must be above 0 and at most 1 (a share of the attempts), got %v", c.BreakerFailureRatio)
 	}
 }
 
@@ -126,36 +64,10 @@ func redisOptions(raw string) (*redis.Options, error) {
 	return opt, nil
 }
 
-// governorConfig is the limits as the governor takes them.
-func (c *config) governorConfig() governor.Config {
-	gc := governor.Config{
-		Backend:     c.backendLimit,
-		MaxInFlight: c.BackendMaxInFlight,
-		// A crashed replica's slots come back once its lease would have
-		// expired.
-		SlotTTL:   c.ForwardTimeout + forwarder.DefaultLeaseMargin,
-		Providers: map[string]governor.Limit{},
-		Breaker: governor.BreakerConfig{
-			Enabled: c.Breaker == "on", Window: c.BreakerWindow, MinAttempts: c.BreakerMinAttempts,
-			FailureRatio: c.BreakerFailureRatio, Cooldown: c.BreakerCooldown,
-		},
-	}
-	for _, p := range c.providers {
-		if !p.limit.Rate.IsZero() {
-			gc.Providers[p.name] = p.limit
-		}
-		if o := forwarder.Origin(p.env.BackendURL); !slices.Contains(gc.Backends, o) {
-			gc.Backends = append(gc.Backends, o)
-		}
-	}
-	return gc
-}
-
 // limited reports whether any limit is configured.
 func (c *config) limited() bool {
-	gc := c.governorConfig()
 	for _, p := range c.providers {
-		if gc.Limits(p.name) {
+		if c.gov.Limits(p.name) {
 			return true
 		}
 	}
@@ -176,7 +88,7 @@ func (c *config) limited() bool {
 func newGovernor(ctx context.Context, c *config, j interface {
 	Identity(context.Context) (string, error)
 }, reg prometheus.Registerer, log *zap.Logger) (g forwarder.Governor, svc startstop.Service, err error) {
-	gc := c.governorConfig()
+	gc := c.gov
 	if !c.limited() && !gc.Breaker.Enabled {
 		return nil, nil, nil
 	}

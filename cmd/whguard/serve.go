@@ -117,11 +117,9 @@ func newAlerts(cfg *config, reg prometheus.Registerer, log *zap.Logger) (*alert.
 	if cfg.AlertURL == "" {
 		return nil, nil
 	}
-	return alert.New(alert.Config{
-		URL: cfg.AlertURL, Format: cfg.AlertFormat, Sign: cfg.alertSign,
-		Repeat: cfg.AlertRepeat, BacklogAge: cfg.AlertBacklogAge,
-		Metrics: alert.NewMetrics(reg), Logger: log,
-	})
+	ac := cfg.alerts
+	ac.Metrics, ac.Logger = alert.NewMetrics(reg), log
+	return alert.New(ac)
 }
 
 // migrateUntilDone applies migrations, retrying every two seconds while the
@@ -155,7 +153,7 @@ func providerNames(cfg *config) []string {
 func backendOrigins(cfg *config) []string {
 	var out []string
 	for _, p := range cfg.providers {
-		if o := forwarder.Origin(p.env.BackendURL); !slices.Contains(out, o) {
+		if o := forwarder.Origin(cfg.forward.Targets[p.name].BackendURL); !slices.Contains(out, o) {
 			out = append(out, o)
 		}
 	}

@@ -65,18 +65,13 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		}
 	}()
 
-	var routes []proxy.Route
+	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
-		routes = append(routes, proxy.Route{Path: p.env.Path, ForwardPath: p.env.ForwardPath, Provider: p.provider, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
-			EventTypes: p.eventTypes, SyncTimeout: p.syncTimeout, Order: p.order})
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
 			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
 			zap.Duration("sync_timeout", p.syncTimeout))
-	}
-	targets := map[string]forwarder.Target{}
-	for _, p := range cfg.providers {
-		t := forwarder.Target{BackendURL: p.env.BackendURL, ForwardPath: p.env.ForwardPath, PreserveHost: p.env.PreserveHost,
-			Sync: p.syncTimeout > 0, Scheme: p.provider.SchemeName(), Unsign: p.provider.Unsign}
+		t := cfg.forward.Targets[p.name]
+		t.Scheme, t.Unsign = p.provider.SchemeName(), p.provider.Unsign
 		if p.resign {
 			t.Resign = p.provider.Resign
 		}
@@ -86,24 +81,9 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	fwdCfg := forwarder.Config{
-		Governor:    gov,
-		Store:       j,
-		Targets:     targets,
-		Timeout:     cfg.ForwardTimeout,
-		Concurrency: cfg.ForwardConcurrency,
-		MaxInFlight: cfg.BackendMaxInFlight,
-		Policy: forwarder.Policy{
-			BaseDelay:   cfg.RetryBaseDelay,
-			MaxDelay:    cfg.RetryMaxDelay,
-			MaxAttempts: cfg.RetryMaxAttempts,
-		},
-		KeyRetention:     cfg.DedupRetention,
-		PayloadRetention: cfg.PayloadRetention,
-		Listen:           listen,
-		Metrics:          forwarder.NewMetrics(reg),
-		Logger:           log.Named("forwarder"),
-	}
+	fwdCfg := cfg.forward
+	fwdCfg.Governor, fwdCfg.Store, fwdCfg.Targets, fwdCfg.Listen = gov, j, targets, listen
+	fwdCfg.Metrics, fwdCfg.Logger = forwarder.NewMetrics(reg), log.Named("forwarder")
 	if alerts != nil {
 		fwdCfg.Alerts = alerts
 	}
@@ -132,16 +112,11 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
-	ingress, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:           routes,
-		MaxBufferedBytes: cfg.MaxBufferedBytes,
-		PassThrough:      passThrough(cfg, log),
-		Intake:           intake,
-		Metrics:          ingressMetrics,
-		Logger:           log.Named("ingress"),
-		// Duplicates of sync-mode events get the reply stored with them.
-		Replies: j,
-	})
+	ingressCfg := cfg.ingress
+	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
+	// Duplicates of sync-mode events get the reply stored with them.
+	ingressCfg.Replies = j
+	ingress, err := proxy.NewIngress(ingressCfg)
 	if err != nil {
 		return nil, err
 	}

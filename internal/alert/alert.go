@@ -28,6 +28,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/whguard/whguard/internal/fields"
 	"go.uber.org/zap"
 )
 
@@ -85,7 +86,8 @@ type Message struct {
 	At       time.Time `json:"at"`
 }
 
-// Config configures a Notifier. Zero fields take the defaults.
+// Config configures a Notifier. Zero settings take the defaults
+// (WithDefaults); New refuses a Config that Validate refuses.
 type Config struct {
 	// URL receives the messages (WHGUARD_ALERT_URL). It may hold a token
 	// (Slack's webhook URLs do): it is never logged.
@@ -116,39 +118,44 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Validate checks the settings, naming the variable at fault.
-func (c *Config) Validate() error {
-	var errs []error
-	if c.URL == "" {
-		errs = append(errs, errors.New("WHGUARD_ALERT_URL: empty"))
-	}
-	if c.Format != FormatSlack && c.Format != FormatJSON {
-		errs = append(errs, fmt.Errorf("WHGUARD_ALERT_FORMAT: %q is not slack or json", c.Format))
-	}
-	if c.Repeat < 0 {
-		errs = append(errs, fmt.Errorf("WHGUARD_ALERT_REPEAT: %v is negative", c.Repeat))
-	}
-	if c.BacklogAge < 0 {
-		errs = append(errs, fmt.Errorf("WHGUARD_ALERT_BACKLOG_AGE: %v is negative", c.BacklogAge))
-	}
-	return errors.Join(errs...)
-}
-
-func (c *Config) withDefaults() {
+// WithDefaults returns c with each zero setting set to its default; the
+// parts (Client, Logger, Now) are New's to fill.
+func (c Config) WithDefaults() Config {
 	c.Format = cmp.Or(c.Format, FormatSlack)
 	c.Repeat = cmp.Or(c.Repeat, DefaultRepeat)
 	c.BacklogAge = cmp.Or(c.BacklogAge, DefaultBacklogAge)
 	c.DeadWindow = cmp.Or(c.DeadWindow, DefaultDeadWindow)
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
-	if c.Client == nil {
-		c.Client = &http.Client{Timeout: sendTimeout}
+	return c
+}
+
+// Validate checks a Config with its defaults applied, returning one
+// fields.Error per bad setting. An empty URL passes (no alerts are sent:
+// New refuses it), so that the other settings are checked either way.
+func (c Config) Validate() error {
+	var errs []error
+	if c.URL != "" {
+		if err := fields.HTTPURL(c.URL); err != nil {
+			errs = append(errs, &fields.Error{Field: "URL", Err: err})
+		}
 	}
-	if c.Logger == nil {
-		c.Logger = zap.NewNop()
+	formatOK := c.Format == FormatSlack || c.Format == FormatJSON
+	if !formatOK {
+		errs = append(errs, fields.Errorf("Format", "%q is not %s or %s", c.Format, FormatSlack, FormatJSON))
 	}
-	if c.Now == nil {
-		c.Now = time.Now
+	if c.Sign != nil && formatOK && c.Format != FormatJSON {
+		// A Slack message carries no signature its receiver would check.
+		errs = append(errs, fields.Errorf("Sign", "signs json alerts only; set {Format} to json or do not sign"))
 	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{"Repeat", c.Repeat}, {"BacklogAge", c.BacklogAge}, {"DeadWindow", c.DeadWindow}, {"CheckInterval", c.CheckInterval}} {
+		if d.v <= 0 {
+			errs = append(errs, fields.Errorf(d.field, "must be positive, got %s", d.v))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // condition is one thing that can be wrong, while it is.
@@ -197,9 +204,21 @@ type Notifier struct {
 
 // New returns a Notifier for a valid cfg.
 func New(cfg Config) (*Notifier, error) {
-	cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("alert: %w", err)
+	}
+	if cfg.URL == "" {
+		return nil, errors.New("alert: no URL to send the alerts to")
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: sendTimeout}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &Notifier{
 		cfg:   cfg,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/whguard/whguard/internal/alert"
+	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -379,11 +381,26 @@ func TestReceiverDownNeverBlocks(t *testing.T) {
 	}
 }
 
-func TestConfigNamesItsVariables(t *testing.T) {
+// Validate reports every bad setting by its field, and New refuses them.
+func TestConfigNamesItsFields(t *testing.T) {
 	t.Parallel()
-	_, err := alert.New(alert.Config{URL: "http://x", Format: "teams", Repeat: -1})
-	if err == nil || !strings.Contains(err.Error(), "WHGUARD_ALERT_FORMAT") || !strings.Contains(err.Error(), "WHGUARD_ALERT_REPEAT") {
-		t.Fatalf("err = %v", err)
+	cfg := alert.Config{URL: "hooks.example/x", Format: "teams", Repeat: -1}.WithDefaults()
+	var got []string
+	for _, fe := range fields.All(cfg.Validate()) {
+		got = append(got, fe.Field)
+	}
+	if want := []string{"URL", "Format", "Repeat"}; !slices.Equal(got, want) {
+		t.Fatalf("fields %v, want %v", got, want)
+	}
+	signed := alert.Config{URL: "http://x", Sign: func(http.Header, []byte, time.Time) {}}.WithDefaults()
+	if fes := fields.All(signed.Validate()); len(fes) != 1 || fes[0].Field != "Sign" || !strings.Contains(fes[0].Message(strings.ToLower), "format to json") {
+		t.Fatalf("signed slack alerts: %v", fes)
+	}
+	if _, err := alert.New(alert.Config{URL: "http://x", Format: "teams"}); err == nil {
+		t.Fatal("New accepted a bad format")
+	}
+	if _, err := alert.New(alert.Config{}); err == nil {
+		t.Fatal("New accepted no URL")
 	}
 }
 

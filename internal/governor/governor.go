@@ -132,37 +132,6 @@ type Decision struct {
 // again: slots free when answers come in, which no clock predicts.
 const inFlightRetry = 100 * time.Millisecond
 
-// checkConfig reports the first setting that cannot work.
-func checkConfig(c Config) error {
-	check := func(name string, l Limit) error {
-		if l.Rate.IsZero() {
-			return nil
-		}
-		if l.Rate.interval() <= 0 {
-			return fmt.Errorf("governor: %s rate %s is too high", name, l.Rate)
-		}
-		if l.Burst < 0 {
-			return fmt.Errorf("governor: %s burst %d is negative", name, l.Burst)
-		}
-		return nil
-	}
-	if err := check("backend", c.Backend); err != nil {
-		return err
-	}
-	for p, l := range c.Providers {
-		if err := check("provider "+p, l); err != nil {
-			return err
-		}
-	}
-	if b := c.Breaker; b.Enabled && (b.Window <= 0 || b.Cooldown <= 0 || b.MinAttempts < 1 || !(b.FailureRatio > 0 && b.FailureRatio <= 1)) {
-		return fmt.Errorf("governor: breaker settings %+v out of range", b)
-	}
-	if c.MaxInFlight < 0 {
-		return fmt.Errorf("governor: max in flight %d is negative", c.MaxInFlight)
-	}
-	return nil
-}
-
 // Circuit breaker defaults (WHGUARD_BREAKER_*).
 const (
 	DefaultBreakerWindow       = 30 * time.Second

@@ -2,6 +2,7 @@ package governor
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -24,8 +25,9 @@ type Local struct {
 
 // NewLocal builds a Local governor; now nil means time.Now.
 func NewLocal(cfg Config, now func() time.Time) (*Local, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("governor: %w", err)
 	}
 	if now == nil {
 		now = time.Now

@@ -95,8 +95,9 @@ type RedisOptions struct {
 
 // NewRedis builds a Redis governor on client.
 func NewRedis(cfg Config, client RedisClient, opt RedisOptions) (*Redis, error) {
-	if err := checkConfig(cfg); err != nil {
-		return nil, err
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("governor: %w", err)
 	}
 	r := &Redis{cfg: cfg, client: client, base: cmp.Or(opt.Prefix, "whguard:"), namespace: opt.Namespace, log: opt.Logger,
 		breakers: map[string]*knownBreaker{}, probes: map[string]string{}}

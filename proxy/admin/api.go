@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -52,6 +54,19 @@ type APIConfig struct {
 	// event journaled under another one (or under none) is shown as
 	// forwarded without a provider signature.
 	Schemes map[string]string
+}
+
+// Validate checks the settings, returning one fields.Error per bad one:
+// each of RedactHeaders must be a header name.
+func (c APIConfig) Validate() error {
+	var errs []error
+	for i, name := range c.RedactHeaders {
+		if !fields.HeaderName(name) {
+			errs = append(errs, &fields.Error{Field: "RedactHeaders", Index: i,
+				Err: fmt.Errorf("%q is not a header name (%s)", name, fields.HeaderNameHint)})
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // NewAPI serves the admin API's /api/ routes (docs/inspecting.md, "Inspecting and
