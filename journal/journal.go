@@ -22,6 +22,8 @@ import (
 type Store interface {
 	// Migrate applies the schema migrations not yet applied.
 	Migrate(ctx context.Context) (applied []int, err error)
+	// SchemaVersion is the latest migration applied to the journal.
+	SchemaVersion(ctx context.Context) (int, error)
 	// Ready reports whether the store answers and is migrated.
 	Ready(ctx context.Context) error
 	// Identity names this journal: the same for every process that

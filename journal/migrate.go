@@ -13,7 +13,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-//go:embed migrations/*.sql sqlite_migrations/*.sql
+// The two stores' migrations share one numbering: migration N is the same
+// change on both, and a change that concerns one store only is a file of
+// comments on the other (TestMigrationsAligned holds them to it).
+//
+//go:embed migrations/postgres/*.sql migrations/sqlite/*.sql
 var migrationFiles embed.FS
 
 // migrationLockKey is the advisory lock that serializes migrations across
@@ -28,7 +32,13 @@ type migration struct {
 }
 
 // migrations returns PostgreSQL's embedded migrations in version order.
-func migrations() ([]migration, error) { return loadMigrations("migrations") }
+func migrations() ([]migration, error) { return loadMigrations(postgresMigrations) }
+
+// The folders of each store's migrations.
+const (
+	postgresMigrations = "migrations/postgres"
+	sqliteMigrations   = "migrations/sqlite"
+)
 
 // loadMigrations reads the migrations of one directory in version order.
 // File names are NNNN_name.sql.
@@ -54,7 +64,7 @@ func loadMigrations(dir string) ([]migration, error) {
 	return out, nil
 }
 
-// LatestVersion is the schema version this binary needs.
+// LatestVersion is the schema version this binary needs, on either store.
 func LatestVersion() int {
 	ms, err := migrations()
 	if err != nil || len(ms) == 0 {
@@ -123,4 +133,30 @@ func migratePool(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 		applied = append(applied, m.version)
 	}
 	return applied, nil
+}
+
+// renumbering maps the versions under which migrations were recorded to
+// the versions their files have now, for those that differ. A migration is
+// known by its name after the number ("0005_hold_reason.sql" is
+// hold_reason): the embedded journal's files were once numbered apart
+// from PostgreSQL's, and a journal migrated then records them under their
+// old numbers.
+func renumbering(recorded map[int]string, files []migration) map[int]int {
+	now := make(map[string]int, len(files))
+	for _, m := range files {
+		now[migrationName(m.name)] = m.version
+	}
+	out := map[int]int{}
+	for v, name := range recorded {
+		if want, ok := now[migrationName(name)]; ok && want != v {
+			out[v] = want
+		}
+	}
+	return out
+}
+
+// migrationName is a migration file's name without its number.
+func migrationName(file string) string {
+	_, name, _ := strings.Cut(file, "_")
+	return name
 }

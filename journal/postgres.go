@@ -146,6 +146,19 @@ func (p *Postgres) Close() {
 // Pool exposes the connection pool to the forwarder's LISTEN loop and tests.
 func (p *Postgres) Pool() *pgxpool.Pool { return p.pool }
 
+// SchemaVersion is the latest migration applied to this journal (0 when
+// none is).
+func (p *Postgres) SchemaVersion(ctx context.Context) (int, error) {
+	var v *int
+	if err := p.pool.QueryRow(ctx, `SELECT max(version) FROM whguard_schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	if v == nil {
+		return 0, nil
+	}
+	return *v, nil
+}
+
 // Ready reports whether the database answers, carries this binary's
 // schema version and can commit (it commits one small write);
 // ErrNotMigrated when it answers but is behind.

@@ -37,7 +37,7 @@ func TestPostgresIgnoredMigrationUpgrades(t *testing.T) {
 		}
 	}
 	exec(`CREATE TABLE whguard_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-	files, err := filepath.Glob("migrations/*.sql")
+	files, err := filepath.Glob("migrations/postgres/*.sql")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -238,25 +238,17 @@ func (t sqliteTx) QueryRowContext(ctx context.Context, query string, args ...any
 	return t.Tx.QueryRowContext(ctx, query, args...)
 }
 
-func sqliteLatestVersion() int {
-	ms, err := loadMigrations("sqlite_migrations")
-	if err != nil || len(ms) == 0 {
-		return 0
-	}
-	return ms[len(ms)-1].version
-}
-
 // Migrate applies the embedded SQLite migrations not yet applied, all in
 // one transaction. The file lock already makes this process the only one.
 //
 // Migrations run with foreign keys off, as SQLite's procedure for changing
-// a table's definition requires (migration 0009 rebuilds whguard_events:
+// a table's definition requires (migration 0010 rebuilds whguard_events:
 // with foreign keys on, dropping the old table would cascade into every
 // table that refers to it). The pragma does nothing inside a transaction,
 // so it is set around it on the writer's one connection, checked inside,
 // and PRAGMA foreign_key_check must find nothing before the commit.
 func (s *SQLite) Migrate(ctx context.Context) (_ []int, err error) {
-	ms, err := loadMigrations("sqlite_migrations")
+	ms, err := loadMigrations(sqliteMigrations)
 	if err != nil {
 		return nil, err
 	}
@@ -281,17 +273,22 @@ func (s *SQLite) Migrate(ctx context.Context) (_ []int, err error) {
 			version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`); err != nil {
 			return fmt.Errorf("create version table: %w", err)
 		}
-		done := map[int]bool{}
-		rows, err := tx.QueryContext(ctx, `SELECT version FROM whguard_schema_migrations`)
+		recorded := map[int]string{}
+		rows, err := tx.QueryContext(ctx, `SELECT version, name FROM whguard_schema_migrations`)
 		if err != nil {
 			return fmt.Errorf("read applied versions: %w", err)
 		}
 		var v int
+		var name string
 		if err := eachRow(rows, func() error {
-			done[v] = true
+			recorded[v] = name
 			return nil
-		}, &v); err != nil {
+		}, &v, &name); err != nil {
 			return fmt.Errorf("read applied versions: %w", err)
+		}
+		done, err := renumber(ctx, tx, recorded, ms)
+		if err != nil {
+			return fmt.Errorf("renumber applied versions: %w", err)
 		}
 		for _, m := range ms {
 			if done[m.version] {
@@ -327,6 +324,45 @@ func (s *SQLite) Migrate(ctx context.Context) (_ []int, err error) {
 	return applied, nil
 }
 
+// renumber records each applied migration under its file's version now
+// (see renumbering), in two steps so that no two rows ever share a
+// version, and returns the applied versions.
+func renumber(ctx context.Context, tx sqliteTx, recorded map[int]string, files []migration) (map[int]bool, error) {
+	moves := renumbering(recorded, files)
+	for from := range moves {
+		if _, err := tx.ExecContext(ctx, `UPDATE whguard_schema_migrations SET version = ? WHERE version = ?`, -from, from); err != nil {
+			return nil, err
+		}
+	}
+	names := map[int]string{}
+	for _, m := range files {
+		names[m.version] = m.name
+	}
+	for from, to := range moves {
+		if _, err := tx.ExecContext(ctx, `UPDATE whguard_schema_migrations SET version = ?, name = ? WHERE version = ?`, to, names[to], -from); err != nil {
+			return nil, err
+		}
+	}
+	done := map[int]bool{}
+	for v := range recorded {
+		if to, ok := moves[v]; ok {
+			v = to
+		}
+		done[v] = true
+	}
+	return done, nil
+}
+
+// SchemaVersion is the latest migration applied to this journal (0 when
+// none is).
+func (s *SQLite) SchemaVersion(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	if err := s.r.QueryRowContext(ctx, `SELECT max(version) FROM whguard_schema_migrations`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("read schema version: %w", err)
+	}
+	return int(v.Int64), nil
+}
+
 // setForeignKeys turns foreign-key enforcement on or off on the writer's
 // connection, between transactions (never cancelled half way: its state
 // would be unknown).
@@ -357,7 +393,7 @@ func (s *SQLite) Ready(ctx context.Context) error {
 		}
 		return fmt.Errorf("check schema version: %w", err)
 	}
-	if !v.Valid || int(v.Int64) < sqliteLatestVersion() {
+	if !v.Valid || int(v.Int64) < LatestVersion() {
 		return ErrNotMigrated
 	}
 	// A read answers on a full or read-only disk; a commit does not.

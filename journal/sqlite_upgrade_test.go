@@ -3,9 +3,7 @@ package journal_test
 import (
 	"context"
 	"database/sql"
-	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +11,8 @@ import (
 	"github.com/whguard/whguard/journal"
 )
 
-// Migration 0009 rebuilds whguard_events to allow status ignored. On a
-// journal left by migrations 1-8, with rows in every table that refers to
+// Migration 0010 rebuilds whguard_events to allow status ignored. On a
+// journal left by migrations 1-9, with rows in every table that refers to
 // it, it keeps every row (none cascaded away by the DROP), the foreign
 // keys (a retention delete still cascades), the indexes, and the
 // AUTOINCREMENT high-water mark (an id retention deleted is never reused).
@@ -34,19 +32,10 @@ func TestSQLiteIgnoredMigrationKeepsEverything(t *testing.T) {
 		}
 	}
 	exec(`CREATE TABLE whguard_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-	files, err := filepath.Glob("sqlite_migrations/*.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(files)
-	for i, f := range files[:8] {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		exec(string(b))
-		exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, i+1, filepath.Base(f))
-	}
+	applyBefore(t, "migrations/sqlite", 10, func(v int, name, sql string) {
+		exec(sql)
+		exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, v, name)
+	})
 	now := time.Now().UnixNano()
 	old := now - int64(2*time.Hour)
 	for id := 1; id <= 3; id++ {
@@ -69,8 +58,8 @@ func TestSQLiteIgnoredMigrationKeepsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(applied) == 0 || applied[0] != 9 {
-		t.Fatalf("applied %v, want 9 first", applied)
+	if len(applied) == 0 || applied[0] != 10 {
+		t.Fatalf("applied %v, want 10 first", applied)
 	}
 	for _, id := range []int64{1, 2} {
 		d, err := s.Get(ctx, id)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -46,7 +47,7 @@ func TestOrderKeysRekeyedOnUpgrade(t *testing.T) {
 					}
 				}
 				exec(`CREATE TABLE whguard_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-				applyBefore(t, "migrations", 16, func(v int, name, sql string) {
+				applyBefore(t, "migrations/postgres", 16, func(v int, name, sql string) {
 					exec(sql)
 					exec(`INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, v, name)
 				})
@@ -73,7 +74,7 @@ func TestOrderKeysRekeyedOnUpgrade(t *testing.T) {
 					}
 				}
 				exec(`CREATE TABLE whguard_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-				applyBefore(t, "sqlite_migrations", 13, func(v int, name, sql string) {
+				applyBefore(t, "migrations/sqlite", 16, func(v int, name, sql string) {
 					exec(sql)
 					exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, v, name)
 				})
@@ -113,14 +114,18 @@ func applyBefore(t *testing.T, dir string, version int, apply func(v int, name, 
 		t.Fatal(err)
 	}
 	slices.Sort(files)
-	for i, f := range files {
-		if i+1 >= version {
+	for _, f := range files {
+		v, err := strconv.Atoi(filepath.Base(f)[:4])
+		if err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		if v >= version {
 			break
 		}
 		b, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)
 		}
-		apply(i+1, filepath.Base(f), string(b))
+		apply(v, filepath.Base(f), string(b))
 	}
 }

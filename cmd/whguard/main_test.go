@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -19,6 +20,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
 )
 
 var (
@@ -151,16 +153,40 @@ func TestSecretsTrimmedAndRotation(t *testing.T) {
 	}
 }
 
+// whguard migrate applies the migrations once and logs the version the
+// journal is at: its own store's, on either store.
 func TestMigrateCommandTwice(t *testing.T) {
 	t.Parallel()
-	// A database of its own (of exec.Cmd's duplicate variables, the last is used).
-	env := append(baseEnv(), "WHGUARD_DATABASE_URL="+journalURL(t, "postgres"))
-	for i := range 2 {
-		cmd := exec.Command(binary, "migrate")
-		cmd.Env = env
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("migrate run %d: %v\n%s", i, err, out)
-		}
+	for _, store := range []string{"postgres", "sqlite"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			// A database of its own (of exec.Cmd's duplicate variables, the last is used).
+			env := append(baseEnv(), "WHGUARD_DATABASE_URL="+journalURL(t, store))
+			for i := range 2 {
+				cmd := exec.Command(binary, "migrate")
+				cmd.Env = env
+				out, err := cmd.CombinedOutput()
+				if err != nil {
+					t.Fatalf("migrate run %d: %v\n%s", i, err, out)
+				}
+				var line struct {
+					Msg     string `json:"msg"`
+					Applied []int  `json:"applied"`
+					Version int    `json:"version"`
+				}
+				for _, l := range bytes.Split(out, []byte("\n")) {
+					if json.Unmarshal(l, &line) == nil && line.Msg == "journal migrated" {
+						break
+					}
+				}
+				if line.Msg != "journal migrated" || line.Version != journal.LatestVersion() {
+					t.Fatalf("run %d: version %d, want %d:\n%s", i, line.Version, journal.LatestVersion(), out)
+				}
+				if i == 1 && len(line.Applied) != 0 {
+					t.Fatalf("second run applied %v", line.Applied)
+				}
+			}
+		})
 	}
 }
 

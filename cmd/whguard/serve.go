@@ -44,7 +44,11 @@ func migrate(ctx context.Context, cfg *config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	log.Info("journal migrated", zap.Ints("applied", applied), zap.Int("version", journal.LatestVersion()))
+	version, err := j.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	log.Info("journal migrated", zap.Ints("applied", applied), zap.Int("version", version))
 	return nil
 }
 

@@ -134,9 +134,9 @@ func migrationsHash() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	files, err := filepath.Glob(filepath.Join(root, "journal", "migrations", "*.sql"))
+	files, err := filepath.Glob(filepath.Join(root, "journal", "migrations", "postgres", "*.sql"))
 	if err != nil || len(files) == 0 {
-		return "", fmt.Errorf("no migrations in %s (%v)", filepath.Join(root, "journal", "migrations"), err)
+		return "", fmt.Errorf("no migrations in %s (%v)", filepath.Join(root, "journal", "migrations", "postgres"), err)
 	}
 	sort.Strings(files)
 	files = append(files, filepath.Join(root, "journal", "migrate.go"))

@@ -1,4 +1,4 @@
--- 0008: see the PostgreSQL migration 0009.
+-- 0009: see the PostgreSQL migration of the same number.
 CREATE TABLE whguard_pauses (
     kind   TEXT    NOT NULL CHECK (kind IN ('backend', 'provider')),
     name   TEXT    NOT NULL,

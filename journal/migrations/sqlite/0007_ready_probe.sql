@@ -1,4 +1,4 @@
--- 0006: see the PostgreSQL migration 0007.
+-- 0007: see the PostgreSQL migration of the same number.
 CREATE TABLE whguard_ready_probe (
     id INTEGER PRIMARY KEY,
     at INTEGER NOT NULL

@@ -1,4 +1,4 @@
--- 0011: see the PostgreSQL migration 0012.
+-- 0012: see the PostgreSQL migration of the same number.
 ALTER TABLE whguard_events ADD COLUMN order_key TEXT;
 ALTER TABLE whguard_events ADD COLUMN order_block INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE whguard_events ADD COLUMN order_holds INTEGER NOT NULL DEFAULT 0;

@@ -1,5 +1,5 @@
--- 0012: per-minute delivery figures for the overview, as in PostgreSQL's
--- 0013 (minute is unix nanoseconds of the minute's start).
+-- 0013: per-minute delivery figures for the overview, as in PostgreSQL's
+-- (minute is unix nanoseconds of the minute's start).
 CREATE TABLE whguard_minutes (
     minute    INTEGER NOT NULL,
     replica   TEXT    NOT NULL,

@@ -1,4 +1,5 @@
--- 0009: see the PostgreSQL migration 0010 (status 'ignored').
+-- 0010: see the PostgreSQL migration of the same number (status
+-- 'ignored').
 --
 -- SQLite cannot change a CHECK constraint in place, so whguard_events is
 -- rebuilt by SQLite's documented procedure for other table changes

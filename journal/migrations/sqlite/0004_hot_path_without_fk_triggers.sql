@@ -1,0 +1,3 @@
+-- 0004: PostgreSQL only (its payloads and attempts lose their foreign-key
+-- triggers). The embedded journal never had the cost: SQLite checks a
+-- foreign key inline, with no trigger and no lock. Nothing to do here.

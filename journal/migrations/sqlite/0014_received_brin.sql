@@ -1,0 +1,2 @@
+-- 0014: PostgreSQL only (a BRIN index on received_at, for searches by
+-- time). SQLite has no BRIN index. Nothing to do here.

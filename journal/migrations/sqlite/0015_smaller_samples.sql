@@ -1,0 +1,3 @@
+-- 0015: PostgreSQL only (smaller ANALYZE samples of the payload and
+-- attempt tables). The embedded journal runs no ANALYZE of its own.
+-- Nothing to do here.
