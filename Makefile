@@ -48,6 +48,7 @@ bench-long:
 	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench -long
 
 ## docs: regenerate the reference tables of docs/ (configuration.md, the
-## providers' scheme table) from the code; the test suite fails when stale.
+## providers' scheme table, the delivery transitions) from the code; the
+## test suite fails when stale.
 docs:
 	WHGUARD_UPDATE_DOCS=1 $(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent' ./cmd/whguard/

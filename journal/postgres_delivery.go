@@ -83,29 +83,84 @@ func (p *Postgres) Release(ctx context.Context, ids []int64, tokens []uuid.UUID)
 // that cannot be attempted now (no backend for its provider) waits without
 // using its budget.
 func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
-	ids, toks := make([]int64, len(hs)), make([]pgtype.UUID, len(hs))
-	secs, reasons := make([]float64, len(hs)), make([]string, len(hs))
-	for i, h := range hs {
-		ids[i], toks[i], secs[i], reasons[i] = h.ID, pgUUID(h.LeaseToken), h.For.Seconds(), storableText(h.Reason, maxErrorBytes)
+	if len(hs) == 0 {
+		return 0, nil
 	}
-	tag, err := p.queue.Exec(ctx, sqlHold, ids, toks, secs, reasons)
+	ids, toks := make([]int64, len(hs)), make([]pgtype.UUID, len(hs))
+	secs, reasons := map[int64]float64{}, map[int64]string{}
+	for i, h := range hs {
+		ids[i], toks[i] = h.ID, pgUUID(h.LeaseToken)
+		secs[h.ID], reasons[h.ID] = h.For.Seconds(), storableText(h.Reason, maxErrorBytes)
+	}
+	n := 0
+	err := pgx.BeginFunc(ctx, p.queue, func(tx pgx.Tx) error {
+		// The rows still leased under the tokens, locked: each one's next
+		// status is decided here (afterHold), then written.
+		rows, err := tx.Query(ctx, sqlHeldRows, ids, toks)
+		if err != nil {
+			return err
+		}
+		var (
+			held           []int64
+			statuses, rs   []string
+			ss             []float64
+			id             int64
+			attempts, base int
+			failedBefore   bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&id, &attempts, &base, &failedBefore}, func() error {
+			held = append(held, id)
+			statuses = append(statuses, string(afterHold(attempts, base, failedBefore)))
+			ss, rs = append(ss, secs[id]), append(rs, reasons[id])
+			return nil
+		})
+		if err != nil || len(held) == 0 {
+			return err
+		}
+		tag, err := tx.Exec(ctx, sqlHold, held, statuses, ss, rs)
+		n = int(tag.RowsAffected())
+		return err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("hand back %d leases: %w", len(hs), err)
 	}
-	return int(tag.RowsAffected()), nil
+	return n, nil
 }
 
 // ReapExpired returns rows whose lease has expired to retry (due now), or to
-// dead when their budget of maxAttempts is spent. The attempt stays counted:
-// the delivery may have reached the backend before the worker died. It
-// also makes due every ordered row parked at the head of its key's line
-// (see sqlUnparkHeads).
+// dead when their budget of maxAttempts is spent (afterReap decides). The
+// attempt stays counted: the delivery may have reached the backend before
+// the worker died. It also makes due every ordered row parked at the head
+// of its key's line (see sqlUnparkHeads).
 func (p *Postgres) ReapExpired(ctx context.Context, maxAttempts int) ([]Reaped, error) {
-	rows, err := p.queue.Query(ctx, sqlReap, maxAttempts)
-	if err != nil {
-		return nil, fmt.Errorf("reap expired leases: %w", err)
-	}
-	reaped, err := pgx.CollectRows(rows, pgx.RowToStructByPos[Reaped])
+	var reaped []Reaped
+	err := pgx.BeginFunc(ctx, p.queue, func(tx pgx.Tx) error {
+		reaped = reaped[:0]
+		rows, err := tx.Query(ctx, sqlExpiredRows)
+		if err != nil {
+			return err
+		}
+		var (
+			ids            []int64
+			statuses       []string
+			holdsAfter     []bool
+			r              Reaped
+			attempts, base int
+			holds, block   bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Provider, &r.EventID, &attempts, &base, &holds, &block}, func() error {
+			st, h := afterReap(attempts, base, maxAttempts, holds, block)
+			r.Dead = st == StatusDead
+			ids, statuses, holdsAfter = append(ids, r.ID), append(statuses, string(st)), append(holdsAfter, h)
+			reaped = append(reaped, r)
+			return nil
+		})
+		if err != nil || len(ids) == 0 {
+			return err
+		}
+		_, err = tx.Exec(ctx, sqlReap, ids, statuses, holdsAfter, reapError)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
@@ -213,27 +268,49 @@ WITH f AS (
 )
 SELECT coalesce(array_agg(id), '{}') FROM upd`
 
+// sqlHeldRows locks the rows still leased under the given tokens.
+const sqlHeldRows = `
+SELECT ev.id, ev.attempts, ev.budget_base, ev.last_error <> ''
+FROM whguard_events ev JOIN unnest($1::bigint[], $2::uuid[]) AS h(id, token) ON ev.id = h.id AND ev.lease_token = h.token
+WHERE ev.id = ANY ($1::bigint[])
+FOR UPDATE OF ev`
+
+// sqlHold writes the holds of rows sqlHeldRows locked, each with the
+// status afterHold gave it.
 const sqlHold = `
 UPDATE whguard_events ev
-SET status = CASE WHEN ev.attempts - 1 > ev.budget_base OR ev.last_error <> '' THEN 'retry' ELSE 'pending' END,
+SET status = h.status,
     attempts = ev.attempts - 1,
     next_attempt_at = now() + make_interval(secs => h.secs),
     hold_reason = h.reason,
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-FROM unnest($1::bigint[], $2::uuid[], $3::float8[], $4::text[]) AS h(id, token, secs, reason)
-WHERE ev.id = ANY ($1::bigint[]) AND ev.id = h.id AND ev.lease_token = h.token`
+FROM unnest($1::bigint[], $2::text[], $3::float8[], $4::text[]) AS h(id, status, secs, reason)
+WHERE ev.id = ANY ($1::bigint[]) AND ev.id = h.id`
 
+// sqlExpiredRows locks the rows whose lease expired (another replica's
+// reaper skips them rather than wait). Bounded: a reaper pass after a
+// long outage takes the rest on its next round, two seconds later.
+const sqlExpiredRows = `
+SELECT id, provider, event_id, attempts, budget_base, order_holds, order_block
+FROM whguard_events
+WHERE status = 'processing' AND lease_expires_at < now()
+ORDER BY id
+LIMIT 1000
+FOR UPDATE SKIP LOCKED`
+
+// sqlReap writes what afterReap decided for the rows sqlExpiredRows
+// locked.
 const sqlReap = `
-UPDATE whguard_events
-SET status = CASE WHEN attempts - budget_base >= $1 THEN 'dead' ELSE 'retry' END,
-    last_error = 'lease expired: the worker stopped or overran its lease',
+UPDATE whguard_events ev
+SET status = r.status,
+    last_error = $4,
     hold_reason = '',
     next_attempt_at = now(),
-    order_holds = order_holds AND (attempts - budget_base < $1 OR order_block),
+    order_holds = r.holds,
     lease_token = NULL,
     lease_expires_at = NULL,
     updated_at = now()
-WHERE status = 'processing' AND lease_expires_at < now()
-RETURNING id, provider, event_id, status = 'dead'`
+FROM unnest($1::bigint[], $2::text[], $3::bool[]) AS r(id, status, holds)
+WHERE ev.id = ANY ($1::bigint[]) AND ev.id = r.id`

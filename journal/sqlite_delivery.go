@@ -116,13 +116,20 @@ func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
 		n = 0
 		now := s.now()
 		for _, h := range hs {
-			res, err := tx.ExecContext(ctx, sqliteHold, now.Add(h.For).UnixNano(), storableText(h.Reason, maxErrorBytes),
-				now.UnixNano(), h.ID, h.LeaseToken[:])
+			var attempts, base int
+			var failedBefore bool
+			err := tx.QueryRowContext(ctx, sqliteHeldRow, h.ID, h.LeaseToken[:]).Scan(&attempts, &base, &failedBefore)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // the lease was lost
+			}
 			if err != nil {
 				return err
 			}
-			c, _ := res.RowsAffected()
-			n += int(c)
+			if _, err := tx.ExecContext(ctx, sqliteHold, string(afterHold(attempts, base, failedBefore)), now.Add(h.For).UnixNano(),
+				storableText(h.Reason, maxErrorBytes), now.UnixNano(), h.ID); err != nil {
+				return err
+			}
+			n++
 		}
 		return nil
 	})
@@ -133,19 +140,34 @@ func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
 }
 
 // ReapExpired returns expired leases to retry, or dead when the budget is
-// spent.
+// spent (afterReap decides).
 func (s *SQLite) ReapExpired(ctx context.Context, maxAttempts int) ([]Reaped, error) {
 	var reaped []Reaped
 	err := s.writeState(ctx, func(tx sqliteTx) error {
 		reaped = reaped[:0]
 		now := s.now().UnixNano()
-		rows, err := tx.QueryContext(ctx, sqliteReap, maxAttempts, now, now, now)
+		rows, err := tx.QueryContext(ctx, sqliteReap, now)
 		if err != nil {
 			return err
 		}
-		var r Reaped
-		if err := eachRow(rows, func() error { reaped = append(reaped, r); return nil }, &r.ID, &r.Provider, &r.EventID, &r.Dead); err != nil {
+		type expired struct {
+			r              Reaped
+			attempts, base int
+			holds, block   bool
+		}
+		var all []expired
+		var e expired
+		if err := eachRow(rows, func() error { all = append(all, e); return nil },
+			&e.r.ID, &e.r.Provider, &e.r.EventID, &e.attempts, &e.base, &e.holds, &e.block); err != nil {
 			return err
+		}
+		for _, e := range all {
+			st, holds := afterReap(e.attempts, e.base, maxAttempts, e.holds, e.block)
+			if _, err := tx.ExecContext(ctx, sqliteReapRow, string(st), holds, reapError, now, now, e.r.ID); err != nil {
+				return err
+			}
+			e.r.Dead = st == StatusDead
+			reaped = append(reaped, e.r)
 		}
 		_, err = tx.ExecContext(ctx, sqliteUnparkHeads, now)
 		return err
@@ -208,20 +230,26 @@ WHERE id IN (SELECT min(id) FROM whguard_events WHERE order_holds = 1 GROUP BY p
 	sqliteInsertAttempt = `
 INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
 VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// sqliteHeldRow reads a row still leased under the token; sqliteHold
+	// writes its hold with the status afterHold gave it.
+	sqliteHeldRow = `
+SELECT attempts, budget_base, last_error <> '' FROM whguard_events WHERE id = ? AND lease_token = ? AND status = 'processing'`
 	sqliteHold = `
 UPDATE whguard_events
-SET status = CASE WHEN attempts - 1 > budget_base OR last_error <> '' THEN 'retry' ELSE 'pending' END,
-    attempts = attempts - 1, next_attempt_at = ?, hold_reason = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
-WHERE id = ? AND lease_token = ? AND status = 'processing'`
-	// "status <> 'done'" repeats whguard_events_undone's predicate: SQLite
-	// only uses a partial index when the query names its WHERE clause, and
-	// the reaper has no index of its own (migration 0004).
+SET status = ?, attempts = attempts - 1, next_attempt_at = ?, hold_reason = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+WHERE id = ?`
+	// sqliteReap finds the rows whose lease expired; sqliteReapRow writes
+	// what afterReap decided for one. "status <> 'done'" repeats
+	// whguard_events_undone's predicate: SQLite only uses a partial index
+	// when the query names its WHERE clause, and the reaper has no index of
+	// its own (migration 0005).
 	sqliteReap = `
+SELECT id, provider, event_id, attempts, budget_base, order_holds, order_block
+FROM whguard_events
+WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?`
+	sqliteReapRow = `
 UPDATE whguard_events
-SET status = CASE WHEN attempts - budget_base >= ?1 THEN 'dead' ELSE 'retry' END,
-    order_holds = order_holds AND (attempts - budget_base < ?1 OR order_block),
-    last_error = 'lease expired: the worker stopped or overran its lease', hold_reason = '',
-    next_attempt_at = ?2, lease_token = NULL, lease_expires_at = NULL, updated_at = ?3
-WHERE status <> 'done' AND status = 'processing' AND lease_expires_at < ?4
-RETURNING id, provider, event_id, status = 'dead'`
+SET status = ?, order_holds = ?, last_error = ?, hold_reason = '',
+    next_attempt_at = ?, lease_token = NULL, lease_expires_at = NULL, updated_at = ?
+WHERE id = ?`
 )

@@ -113,7 +113,7 @@ func TestSQLiteReapUsesAnIndex(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+journal.SQLiteReap, 5, time.Now(), time.Now(), time.Now())
+	rows, err := db.QueryContext(ctx, "EXPLAIN QUERY PLAN "+journal.SQLiteReap, time.Now().UnixNano())
 	if err != nil {
 		t.Fatal(err)
 	}

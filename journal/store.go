@@ -16,11 +16,12 @@ import (
 // write is kept safe beside others (row locks and an advisory lock on
 // PostgreSQL; the one writer on SQLite).
 //
-// The hot statements (append, lease, complete, hold, reap) are not part of
-// it: each is one round trip of SQL written for its store, with its
-// decisions inside (the reaper's dead-or-retry, a hold's retry-or-pending),
-// which the conformance suite holds to one rule. What Go they share sits
-// in append.go, delivery.go and text.go.
+// The hot statements (append, lease, complete) are not part of it: each is
+// one round trip of SQL written for its store. The cold ones that decide
+// where a row goes (a hold's retry-or-pending, the reaper's dead-or-retry)
+// read the rows, decide in Go (transitions.go: afterHold, afterReap), and
+// write the decisions, on both stores. What Go they share sits in
+// append.go, delivery.go, transitions.go and text.go.
 type dialect interface {
 	// listPage returns up to n events matching f, newest first.
 	listPage(ctx context.Context, f Filter, n int) ([]Summary, error)

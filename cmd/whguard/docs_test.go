@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -263,6 +264,41 @@ func TestGeneratedDocsAreCurrent(t *testing.T) {
 		t.Fatalf("docs/providers.md lacks the generated table's markers")
 	}
 	check("../../docs/providers.md", before+generatedBegin+providersTable(t)+generatedEnd+after)
+
+	page, err = os.ReadFile("../../docs/delivery.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, rest, ok1 = strings.Cut(string(page), generatedBegin)
+	_, after, ok2 = strings.Cut(rest, generatedEnd)
+	if !ok1 || !ok2 {
+		t.Fatalf("docs/delivery.md lacks the generated table's markers")
+	}
+	check("../../docs/delivery.md", before+generatedBegin+transitionsTable()+generatedEnd+after)
+}
+
+// transitionsTable is journal.Transitions as docs/delivery.md shows it.
+func transitionsTable() string {
+	var b strings.Builder
+	b.WriteString("| from | what happens | to | attempts | due | order key |\n|---|---|---|---|---|---|\n")
+	statuses := func(ss []journal.Status) string {
+		if len(ss) == 0 {
+			return "(new)"
+		}
+		out := make([]string, len(ss))
+		for i, s := range ss {
+			out[i] = "`" + string(s) + "`"
+		}
+		return strings.Join(out, ", ")
+	}
+	for _, tr := range journal.Transitions {
+		attempts := "unchanged"
+		if tr.Attempts != 0 {
+			attempts = fmt.Sprintf("%+d", tr.Attempts)
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", statuses(tr.From), tr.What, statuses(tr.To), attempts, tr.Due, tr.Order)
+	}
+	return b.String()
 }
 
 // The variables a provider's scheme requires are named in its docs row.
