@@ -27,8 +27,8 @@ import (
 //     announced, whether the last lease was full (a backlog), whether it
 //     found every slot busy, and when it last leased.
 //
-// Its decisions are the pure functions below, with named constants; its
-// methods only apply them under the mutex. Any goroutine may call any
+// Its decisions are pure functions with named constants
+// (admission_rules.go); its methods only apply them under the mutex. Any goroutine may call any
 // method; none blocks except wait.
 type admission struct {
 	mu sync.Mutex
@@ -57,48 +57,6 @@ type waiter struct {
 	claim   bool
 	granted bool
 }
-
-// Shares of the limit the admission rules use.
-const (
-	// claimWaitShare: committed claims waiting for a slot are bounded by
-	// the limit, or ceiling/claimWaitShare when more, each holding its
-	// body; past that Claim declines and new events are leased from the
-	// journal instead.
-	claimWaitShare = 4
-	// rowWaitShare: with every slot busy, announced rows are leased to
-	// wait for slots in turn with the claims, up to limit/rowWaitShare of
-	// them, so that a stream of claims cannot starve the journal.
-	rowWaitShare = 2
-	// refetchShare: with rows waiting in the journal, the fetcher leases
-	// again once limit/refetchShare slots are free, rather than after
-	// every delivery (a statement per row stops scaling at a few
-	// thousand per second on two cores); and rows waiting in the queue ask
-	// for more once they are down to that many.
-	refetchShare = 4
-	// governorWaitShare: at most limit/governorWaitShare deliveries wait
-	// in memory for the governor, holding their slots, so that a limited
-	// backend cannot take every slot from the others.
-	governorWaitShare = 2
-	// pollsBeforeProbe is how many poll intervals without a lease make a
-	// poll probe for rows nobody announced (a retry coming due), which
-	// may wait behind a stream of claims that keeps every slot busy.
-	pollsBeforeProbe = 5
-)
-
-// claimsWaitingBound is how many committed claims may wait for a slot.
-func claimsWaitingBound(limit, ceiling int) int { return max(limit, ceiling/claimWaitShare) }
-
-// rowsToWaitFor is how many rows to lease, with every slot busy, to wait
-// for slots beside the waiting rows already leased.
-func rowsToWaitFor(limit, waiting int) int { return max(1, limit/rowWaitShare) - waiting }
-
-// refetchAt is how many free slots (or how few waiting rows) make the
-// fetcher lease again while rows wait in the journal.
-func refetchAt(limit int) int { return max(1, limit/refetchShare) }
-
-// governorWaitBound is how many deliveries may wait in memory for the
-// governor.
-func governorWaitBound(limit int) int { return max(1, limit/governorWaitShare) }
 
 func newAdmission(ceiling, limit int) *admission {
 	return &admission{ceiling: ceiling, limit: min(limit, ceiling)}
