@@ -38,6 +38,7 @@ func cpuBound(limit int) (time.Duration, float64, bool) {
 }
 
 func TestLimitGrowsToServeASlowBackend(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	if got := l.current(); got != adaptInitial {
@@ -50,6 +51,7 @@ func TestLimitGrowsToServeASlowBackend(t *testing.T) {
 }
 
 func TestLimitStaysWithinItsCeiling(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(4, t0)
 	if got := l.current(); got != 4 {
@@ -62,6 +64,7 @@ func TestLimitStaysWithinItsCeiling(t *testing.T) {
 }
 
 func TestLimitDoesNotGrowWhenNotBinding(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	now := t0
@@ -75,6 +78,7 @@ func TestLimitDoesNotGrowWhenNotBinding(t *testing.T) {
 }
 
 func TestLimitKeepsAGrowthOnlyWhileItPays(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	simulate(l, t0, 20*time.Second, cpuBound)
@@ -86,6 +90,7 @@ func TestLimitKeepsAGrowthOnlyWhileItPays(t *testing.T) {
 }
 
 func TestLimitHalvesOnFailures(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	now := simulate(l, t0, 5*time.Second, slowBackend)
@@ -115,6 +120,7 @@ func TestLimitHalvesOnFailures(t *testing.T) {
 }
 
 func TestLimitIgnoresRareFailures(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	i := 0
@@ -132,6 +138,7 @@ func TestLimitIgnoresRareFailures(t *testing.T) {
 // came back answering in 50 ms is served again as fast as at first: the
 // refusals' latency is not taken for the backend's.
 func TestLimitRecoversFromFastFailures(t *testing.T) {
+	t.Parallel()
 	t0 := time.Unix(0, 0)
 	l := newInFlightLimit(256, t0)
 	now := simulate(l, t0, 5*time.Second, slowBackend)
@@ -155,6 +162,7 @@ func TestLimitRecoversFromFastFailures(t *testing.T) {
 // in-flight bound caps the process's limit only when every provider goes
 // to that one backend.
 func TestLimitInputs(t *testing.T) {
+	t.Parallel()
 	for status, want := range map[int]bool{0: true, 429: true, 502: true, 503: true, 504: true, 500: false, 501: false, 400: false, 200: false} {
 		if got := overloaded(status); got != want {
 			t.Errorf("overloaded(%d) = %v, want %v", status, got, want)

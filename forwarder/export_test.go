@@ -14,3 +14,19 @@ func Workers(f *Forwarder) (started, live int32) {
 // WaitLoops waits until the forwarder's background loops have ended (after
 // Start's context is cancelled, or Stop).
 func WaitLoops(f *Forwarder) { f.loops.Wait() }
+
+// Queued reports the deliveries waiting in admission's queue for a slot:
+// committed claims and leased rows.
+func Queued(f *Forwarder) (claims, rows int) {
+	o := f.adm.snapshot()
+	return o.queuedClaims, o.queuedRows
+}
+
+// FetcherWaitsForSlot reports whether the fetcher's last plan found every
+// slot busy (it then waits for a freed one). The fetcher plans only once
+// its previous lease statement has returned.
+func FetcherWaitsForSlot(f *Forwarder) bool {
+	f.adm.mu.Lock()
+	defer f.adm.mu.Unlock()
+	return f.adm.slotWait
+}

@@ -28,7 +28,10 @@ func (a *deadAlerts) Dead(provider, backend, eventID string) {
 // TestFiguresAndDeadAlerts: deliveries, failed attempts and dead events
 // reach the journal's minute figures, and each dead event is told to the
 // alerts.
-func TestFiguresAndDeadAlerts(t *testing.T) { forEachStore(t, testFiguresAndDeadAlerts) }
+func TestFiguresAndDeadAlerts(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testFiguresAndDeadAlerts)
+}
 
 func testFiguresAndDeadAlerts(t *testing.T, store string) {
 	j := openJournal(t, store)
@@ -58,9 +61,9 @@ func testFiguresAndDeadAlerts(t *testing.T, store string) {
 	}
 	waitStatus(t, j, dead, journal.StatusDead, 10*time.Second)
 
+	// The figures are written every 50 ms: wait for them.
 	var sum journal.Minute
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	if !eventually(10*time.Second, 20*time.Millisecond, func() bool {
 		ms, err := j.Minutes(context.Background(), time.Now().Add(-time.Hour))
 		if err != nil {
 			t.Fatal(err)
@@ -72,13 +75,9 @@ func testFiguresAndDeadAlerts(t *testing.T, store string) {
 			}
 			sum.Add(m)
 		}
-		if sum.Delivered == 2 && sum.Dead == 1 && sum.Failed >= 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("minute figures %+v, want 2 delivered, 1 dead, at least 2 failed attempts (the 503 and the 400)", sum)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sum.Delivered == 2 && sum.Dead == 1 && sum.Failed >= 2
+	}) {
+		t.Fatalf("minute figures %+v, want 2 delivered, 1 dead, at least 2 failed attempts (the 503 and the 400)", sum)
 	}
 	if p99, ok := sum.Percentile(0.99); !ok || p99 <= 0 || p99 > time.Minute {
 		t.Errorf("ack-to-delivery p99 %v %v", p99, ok)
@@ -93,7 +92,10 @@ func testFiguresAndDeadAlerts(t *testing.T, store string) {
 // TestReapedDeadIsToldAndCounted: an event whose last attempt's lease
 // expired (its worker crashed) goes dead by the reaper, and the alerts and
 // the minute figures hear of it like of any other death.
-func TestReapedDeadIsToldAndCounted(t *testing.T) { forEachStore(t, testReapedDeadIsToldAndCounted) }
+func TestReapedDeadIsToldAndCounted(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, testReapedDeadIsToldAndCounted)
+}
 
 func testReapedDeadIsToldAndCounted(t *testing.T, store string) {
 	j := openJournal(t, store)
@@ -111,25 +113,26 @@ func testReapedDeadIsToldAndCounted(t *testing.T, store string) {
 		c.Alerts = alerts
 	})
 	waitStatus(t, j, id, journal.StatusDead, 10*time.Second)
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	// The figures are written every 50 ms, the alert told after the
+	// reaper's statement: wait for both.
+	var (
+		sum  journal.Minute
+		told []string
+	)
+	if !eventually(10*time.Second, 20*time.Millisecond, func() bool {
 		ms, err := j.Minutes(context.Background(), time.Now().Add(-time.Hour))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var sum journal.Minute
+		sum = journal.Minute{}
 		for _, m := range ms {
 			sum.Add(m)
 		}
 		alerts.mu.Lock()
-		told := append([]string(nil), alerts.dead...)
+		told = append([]string(nil), alerts.dead...)
 		alerts.mu.Unlock()
-		if sum.Dead == 1 && len(told) == 1 && told[0] == "acme crashed" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("figures %+v, alerts %v: want one dead event, told", sum, told)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return sum.Dead == 1 && len(told) == 1 && told[0] == "acme crashed"
+	}) {
+		t.Fatalf("figures %+v, alerts %v: want one dead event, told", sum, told)
 	}
 }

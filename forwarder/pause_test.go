@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,10 +14,12 @@ import (
 )
 
 // TestPauseReachesEveryForwarderAndResumeDelivers: a pause made through one
-// forwarder stops deliveries of another on the same journal within 2 s;
-// paused deliveries are held (no attempt) until resumed, then delivered at
+// forwarder reaches another on the same journal (by its reading of the
+// pauses every PauseInterval, 1 s) and stops its deliveries; paused
+// deliveries are held (no attempt) until resumed, then delivered at
 // attempt 1 at once, though the hold was long.
 func TestPauseReachesEveryForwarderAndResumeDelivers(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, store string) {
 		ctx := context.Background()
 		j := openJournal(t, store)
@@ -31,22 +34,20 @@ func TestPauseReachesEveryForwarderAndResumeDelivers(t *testing.T) {
 		if _, err := a.Pause(ctx, journal.Pause{Kind: journal.PauseBackend, Name: backend, Reason: "deploy"}); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(2 * time.Second) // every replica reads pauses within this
-		if v := metricValue(t, regB, "whguard_backend_paused", map[string]string{"backend": backend}); v != 1 {
-			t.Errorf("whguard_backend_paused on the other forwarder = %v", v)
-		}
+		// B learns of the pause only by reading the journal (every
+		// second); its gauge is set once it holds the pause.
+		waitUntil(t, 10*time.Second, "whguard_backend_paused = 1 on the other forwarder", func() bool {
+			return metricValue(t, regB, "whguard_backend_paused", map[string]string{"backend": backend}) == 1
+		})
 		calls := be.calls.Load()
 		var ids []int64
 		for i := range 10 {
 			ids = append(ids, appendEvent(t, j, "paused-"+string(rune('a'+i))))
 		}
 		for _, id := range ids {
-			deadline := time.Now().Add(10 * time.Second)
-			for d := get(t, j, id); d.Held != journal.HoldPaused; d = get(t, j, id) {
-				if time.Now().After(deadline) {
-					t.Fatalf("event %d not held for the pause: %+v", id, d.Summary)
-				}
-				time.Sleep(20 * time.Millisecond)
+			var d *journal.Detail
+			if !eventually(10*time.Second, 20*time.Millisecond, func() bool { d = get(t, j, id); return d.Held == journal.HoldPaused }) {
+				t.Fatalf("event %d not held for the pause: %+v", id, d.Summary)
 			}
 		}
 		if n := be.calls.Load() - calls; n != 0 {
@@ -63,7 +64,7 @@ func TestPauseReachesEveryForwarderAndResumeDelivers(t *testing.T) {
 			t.Fatalf("resume: %v, %v", found, err)
 		}
 		for _, id := range ids {
-			if d := waitStatus(t, j, id, journal.StatusDone, 5*time.Second); d.Attempts != 1 {
+			if d := waitStatus(t, j, id, journal.StatusDone, 10*time.Second); d.Attempts != 1 {
 				t.Fatalf("event %d delivered after %d attempts", id, d.Attempts)
 			}
 		}
@@ -77,8 +78,8 @@ func TestPauseReachesEveryForwarderAndResumeDelivers(t *testing.T) {
 // paused backend. (Found: 164 deliveries reached a paused backend over 10
 // restarts, made before the first read of the pauses.)
 func TestPauseHoldsFromTheFirstMoment(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, store string) {
-		t.Parallel()
 		ctx := context.Background()
 		j := openJournal(t, store)
 		be := &switchable{}
@@ -98,31 +99,43 @@ func TestPauseHoldsFromTheFirstMoment(t *testing.T) {
 				t.Fatal(err)
 			}
 			// Traffic as the ingress sends it, from before Start until
-			// after it.
+			// after it: a claim tried every millisecond, and each one
+			// accepted dispatched at once.
 			var wg sync.WaitGroup
+			var tries atomic.Int32
 			stop := make(chan struct{})
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				tick := time.NewTicker(time.Millisecond)
+				defer tick.Stop()
 				for n := 0; ; n++ {
 					select {
 					case <-stop:
 						return
 					default:
 					}
+					tries.Add(1)
 					leaseFor, ok := f.Claim()
 					if !ok {
-						time.Sleep(time.Millisecond)
+						select { // declined: try again at the next tick
+						case <-stop:
+							return
+						case <-tick.C:
+						}
 						continue
 					}
 					f.Dispatch(appendClaimed(t, j, fmt.Sprintf("claimed-%d-%d", i, n), leaseFor))
 				}
 			}()
-			time.Sleep(5 * time.Millisecond)
+			// Claims declined before Start: the traffic was there first.
+			waitUntil(t, 10*time.Second, "claims tried before Start", func() bool { return tries.Load() >= 3 })
 			if err := f.Start(ctx); err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(150 * time.Millisecond) // a fixed window in which nothing may be sent
+			// A fixed window in which nothing may be sent to the paused
+			// backend, with claims coming in throughout.
+			time.Sleep(150 * time.Millisecond)
 			close(stop)
 			wg.Wait()
 			sctx, cancel := context.WithTimeout(ctx, 5*time.Second)

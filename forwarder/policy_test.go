@@ -7,6 +7,7 @@ import (
 )
 
 func TestDecideTable(t *testing.T) {
+	t.Parallel()
 	p := Policy{BaseDelay: time.Second, MaxDelay: time.Minute, MaxAttempts: 5}
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	half := func() float64 { return 0.5 }
@@ -56,6 +57,7 @@ func TestDecideTable(t *testing.T) {
 }
 
 func TestBackoffJitterBounds(t *testing.T) {
+	t.Parallel()
 	p := Policy{BaseDelay: 100 * time.Millisecond, MaxDelay: 3 * time.Second, MaxAttempts: 100}
 	for attempt := 1; attempt <= 70; attempt++ {
 		ceiling := p.BaseDelay
@@ -85,6 +87,7 @@ func TestBackoffJitterBounds(t *testing.T) {
 }
 
 func TestParseRetryAfter(t *testing.T) {
+	t.Parallel()
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	for in, want := range map[string]time.Duration{
 		"0": 0, "1": time.Second, " 120 ": 2 * time.Minute,
@@ -107,6 +110,7 @@ func TestParseRetryAfter(t *testing.T) {
 // TestStatusClasses covers every status the classification names, one
 // row each: what the backend's answer means for the event.
 func TestStatusClasses(t *testing.T) {
+	t.Parallel()
 	p := Policy{BaseDelay: time.Second, MaxDelay: time.Minute, MaxAttempts: 5}
 	for code, want := range map[int]string{
 		200: OutcomeDone, 201: OutcomeDone, 202: OutcomeDone, 204: OutcomeDone, 299: OutcomeDone,
