@@ -112,6 +112,7 @@ func (f *Forwarder) deliver(j job) {
 		f.unadmitPre(j)
 		log.Debug("delivery paused", zap.String("pause", p.Kind+" "+p.Name))
 		f.hold(d, f.cfg.PauseHold, journal.HoldPaused, true)
+		f.unholdIfLifted(d.Provider, p)
 		return
 	}
 	ask, ok := f.admit(j)

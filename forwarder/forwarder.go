@@ -50,6 +50,7 @@ type Store interface {
 	Pause(ctx context.Context, p journal.Pause) (journal.Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]journal.Pause, error)
+	WakePaused(ctx context.Context) error
 	RecordMinutes(ctx context.Context, replica string, ms []journal.Minute) error
 }
 

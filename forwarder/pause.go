@@ -80,28 +80,44 @@ func (f *Forwarder) refreshPauses(ctx context.Context) error {
 	}
 	// A pause lifted elsewhere: this replica may have held deliveries
 	// for it after the resume made them due, while it did not know yet
-	// (up to PauseInterval). Resuming again ends nothing more but makes
-	// those holds due now.
-	var lifted []journal.Pause
-	for n, p := range old.backends {
-		if _, ok := ps.backends[n]; !ok {
-			lifted = append(lifted, p)
-		}
+	// (up to PauseInterval): make those holds due now (without ending a
+	// pause: one set again meanwhile stays).
+	lifted := false
+	for n := range old.backends {
+		_, ok := ps.backends[n]
+		lifted = lifted || !ok
 	}
-	for n, p := range old.providers {
-		if _, ok := ps.providers[n]; !ok {
-			lifted = append(lifted, p)
-		}
+	for n := range old.providers {
+		_, ok := ps.providers[n]
+		lifted = lifted || !ok
 	}
-	for _, p := range lifted {
-		if _, err := f.cfg.Store.Resume(ctx, p.Kind, p.Name); err != nil {
-			return fmt.Errorf("wake deliveries of a lifted pause: %w", err)
-		}
+	if !lifted {
+		return nil
 	}
-	if len(lifted) > 0 {
-		f.Wake()
+	if err := f.cfg.Store.WakePaused(ctx); err != nil {
+		return fmt.Errorf("wake deliveries of a lifted pause: %w", err)
 	}
+	f.Wake()
 	return nil
+}
+
+// unholdIfLifted makes due again what a hold for pause p just held, when
+// this replica has learnt meanwhile that p was lifted: the hold was
+// decided before, and may have been written after the resume's wake-up
+// (refreshPauses wakes a lifted pause's holds once, when it learns of
+// it). Called after the hold is written, it covers every order of the
+// two.
+func (f *Forwarder) unholdIfLifted(provider string, p journal.Pause) {
+	if now, paused := f.pausedFor(provider); paused && now.Kind == p.Kind && now.Name == p.Name {
+		return
+	}
+	ctx, cancel := f.handBackContext()
+	defer cancel()
+	if err := f.cfg.Store.WakePaused(ctx); err != nil {
+		f.log.Warn("wake deliveries of a lifted pause failed; they are due after their hold", zap.Error(err))
+		return
+	}
+	f.Wake()
 }
 
 // Pause pauses a backend (an origin, scheme://host:port) or a provider,

@@ -60,6 +60,7 @@ type Store interface {
 	Pause(ctx context.Context, p Pause) (Pause, error)
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]Pause, error)
+	WakePaused(ctx context.Context) error
 
 	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
 	Minutes(ctx context.Context, since time.Time) ([]Minute, error)

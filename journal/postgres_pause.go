@@ -44,6 +44,17 @@ func (p *Postgres) Resume(ctx context.Context, kind, name string) (bool, error) 
 	return found, nil
 }
 
+// WakePaused makes every delivery held by a pause due now, ending no
+// pause: those of a pause still in force are held again when leased. A
+// replica that held deliveries for a pause it did not yet know was
+// lifted calls it.
+func (p *Postgres) WakePaused(ctx context.Context) error {
+	if _, err := p.pool.Exec(ctx, sqlWakePaused, HoldPaused); err != nil {
+		return fmt.Errorf("wake paused deliveries: %w", err)
+	}
+	return nil
+}
+
 // Pauses lists the pauses in force, oldest first.
 func (p *Postgres) Pauses(ctx context.Context) ([]Pause, error) {
 	rows, err := p.pool.Query(ctx, `SELECT kind, name, reason, since FROM whguard_pauses ORDER BY since, kind, name`)

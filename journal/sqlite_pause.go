@@ -51,6 +51,22 @@ WHERE status IN ('pending', 'retry') AND hold_reason = ? AND next_attempt_at > ?
 	return found, nil
 }
 
+// WakePaused makes every delivery held by a pause due now, ending no
+// pause (see Postgres.WakePaused).
+func (s *SQLite) WakePaused(ctx context.Context) error {
+	err := s.write(ctx, func(tx sqliteTx) error {
+		now := s.now().UnixNano()
+		_, err := tx.ExecContext(ctx, `
+UPDATE whguard_events SET next_attempt_at = ?
+WHERE status IN ('pending', 'retry') AND hold_reason = ? AND next_attempt_at > ?`, now, HoldPaused, now)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("wake paused deliveries: %w", err)
+	}
+	return nil
+}
+
 // Pauses lists the pauses in force, oldest first.
 func (s *SQLite) Pauses(ctx context.Context) ([]Pause, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT kind, name, reason, since FROM whguard_pauses ORDER BY since, kind, name`)
