@@ -28,6 +28,9 @@ type Summary struct {
 	// OrderKey is the value of the provider's order key in this event, ""
 	// when it is unordered.
 	OrderKey string `json:"order_key,omitempty"`
+	// Source is how the event came in: "webhook" (its sender delivered
+	// it) or "catchup" (catch-up brought it in).
+	Source string `json:"source"`
 }
 
 // Detail is one event with its payload, attempts, replays and conflicts.

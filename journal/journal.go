@@ -64,6 +64,17 @@ type Store interface {
 
 	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
 	Minutes(ctx context.Context, since time.Time) ([]Minute, error)
+
+	// Catch-up's state (catchup.go): which of ids the journal has, one
+	// pass at a time across replicas, what the passes did, and the
+	// redeliveries asked of GitHub.
+	Known(ctx context.Context, provider string, ids []string) (map[string]bool, error)
+	ClaimCatchup(ctx context.Context, provider, owner string, leaseFor time.Duration, force bool) (bool, error)
+	EndCatchup(ctx context.Context, provider, owner string, p *CatchupPass, next time.Time) error
+	CatchupStates(ctx context.Context) ([]CatchupState, error)
+	CatchupRequests(ctx context.Context, provider string) ([]CatchupRequest, error)
+	SaveCatchupRequest(ctx context.Context, provider string, r CatchupRequest) error
+	ForgetCatchupRequests(ctx context.Context, provider string, guids []string, before time.Time) error
 }
 
 // Status is the delivery state of an event row (docs/delivery.md, "States
@@ -149,6 +160,13 @@ type Event struct {
 	// not verified). whguard signs a delivery of it for the backend only
 	// while its provider still uses that scheme (docs/security.md).
 	Scheme string
+	// Source is how the event came in: SourceWebhook ("" too) or
+	// SourceCatchup. A catch-up event and a webhook copy of the same key
+	// are one event whatever their contents: Duplicate, never Conflict.
+	Source string
+	// CatchupAsked: catch-up may have asked the provider to redeliver
+	// this event (GitHub); it is journaled as SourceCatchup when it did.
+	CatchupAsked bool
 }
 
 // Outcome says what appending an event did.

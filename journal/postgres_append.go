@@ -39,12 +39,12 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	guards, orderKeys, orderBlock := make([]string, n), make([]string, n), make([]bool, n)
-	ignored, schemes := make([]bool, n), make([]string, n)
+	ignored, schemes, sources := make([]bool, n), make([]string, n), make([]string, n)
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
-		ignored[i], schemes[i] = e.ev.Ignored, e.ev.Scheme
+		ignored[i], schemes[i], sources[i] = e.ev.Ignored, e.ev.Scheme, e.ev.sourceArg()
 		if !e.ev.Ignored {
 			// An ignored event takes no place in its key's line: it is
 			// never delivered unless replayed, so it must not hold a key.
@@ -89,7 +89,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
 	}
 	rows, err := q.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes)
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources)
 	if err != nil {
 		return nil, fmt.Errorf("append %d events: %w", len(events), err)
 	}
@@ -101,17 +101,18 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		newID, oldID *int64
 		oldHash      *string
 		waits        bool
+		source       string
 	)
 	inserted := 0 // new rows
-	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits, &source}, func() error {
 		i := ord - 1
 		switch {
 		case newID != nil:
 			inserted++
 			behind[i] = waits
-			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash}, true
+			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash, catchup: source == SourceCatchup}, true
 		case oldID != nil:
-			refs[i] = existingRow{id: *oldID, hash: *oldHash}
+			refs[i] = existingRow{id: *oldID, hash: *oldHash, catchup: source == SourceCatchup}
 		}
 		return nil
 	})
@@ -219,9 +220,10 @@ func (p *Postgres) existingByKey(ctx context.Context, provs, ids []string) (map[
 		rowID      int64
 		prov, evID string
 		hash       string
+		source     string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash}, func() error {
-		found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash}
+	_, err = pgx.ForEachRow(rows, []any{&rowID, &prov, &evID, &hash, &source}, func() error {
+		found[[2]string{prov, evID}] = existingRow{id: rowID, hash: hash, catchup: source == SourceCatchup}
 		return nil
 	})
 	if err != nil {
@@ -308,13 +310,19 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 // under its token $13; a body-guarded one with its guard $14, so either
 // unique index can refuse the row: ON CONFLICT has no target; an
 // ignored one, $17, as status ignored and never leased; the scheme it was
-// verified with, $18, with its payload), NOTIFYs when $11 is set and something was new,
+// verified with, $18, with its payload; how it came in, $19, where
+// 'asked' means catch-up when catch-up asked the provider for its id),
+// NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
 const sqlAppend = `
 WITH input AS (
-    SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked
+    SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked,
+           CASE WHEN b.source_arg <> 'asked' THEN b.source_arg
+                WHEN EXISTS (SELECT 1 FROM whguard_catchup_requests r
+                             WHERE r.provider = b.provider AND r.guid = b.event_id) THEN 'catchup'
+                ELSE 'webhook' END AS source
     FROM (
     SELECT b.*,
            -- ahead: how many events are before an ordered one in its key's
@@ -331,14 +339,14 @@ WITH input AS (
            END AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
-                $15::text[], $16::bool[], $17::bool[], $18::text[])
+                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, ord)
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, ord)
     ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard,
-                                order_key, order_block, order_holds)
+                                order_key, order_block, order_holds, source)
     SELECT provider, event_id, event_type, content_hash, received_at,
            CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
            CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
@@ -346,7 +354,7 @@ WITH input AS (
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN lease_token END,
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
            NULLIF(guard, ''),
-           NULLIF(order_key, ''), order_block, order_key <> ''
+           NULLIF(order_key, ''), order_block, order_key <> '', source
     FROM input ORDER BY ord
     ON CONFLICT DO NOTHING
     RETURNING id, provider, event_id
@@ -357,7 +365,7 @@ WITH input AS (
 ), note AS (
     SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
 )
-SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind
+SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind, coalesce(ev.source, input.source)
 FROM input
 LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
 LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
@@ -365,7 +373,7 @@ WHERE (SELECT count(*) FROM note) >= 0
 ORDER BY input.ord`
 
 const sqlExistingByKey = `
-SELECT ev.id, ev.provider, ev.event_id, ev.content_hash
+SELECT ev.id, ev.provider, ev.event_id, ev.content_hash, ev.source
 FROM whguard_events ev
 JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event_id = k.e`
 

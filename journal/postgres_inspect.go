@@ -143,7 +143,7 @@ FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
-		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &d.OrderKey, &headers, &pl.body, &path, &query, &d.Scheme, &d.Conflicts,
+		&d.ReceivedAt, &d.NextAttemptAt, &d.LastError, &d.Held, &d.OrderKey, &d.Source, &headers, &pl.body, &path, &query, &d.Scheme, &d.Conflicts,
 		&d.HoldsKey, &d.WaitingFor)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, pl, ErrNotFound
@@ -298,9 +298,9 @@ FROM whguard_events WHERE status IN ('pending', 'retry', 'processing') GROUP BY 
 }
 
 const summaryColumns = `id, provider, event_id, event_type, status, attempts, received_at, next_attempt_at, last_error, ` +
-	`CASE WHEN ` + waitingForOrder + ` THEN 'order' ELSE hold_reason END, coalesce(order_key, '')`
+	`CASE WHEN ` + waitingForOrder + ` THEN 'order' ELSE hold_reason END, coalesce(order_key, ''), source`
 const summaryColumnsEv = `ev.id, ev.provider, ev.event_id, ev.event_type, ev.status, ev.attempts, ev.received_at, ev.next_attempt_at, ev.last_error, ` +
-	`CASE WHEN ` + waitingForOrderEv + ` THEN 'order' ELSE ev.hold_reason END, coalesce(ev.order_key, '')`
+	`CASE WHEN ` + waitingForOrderEv + ` THEN 'order' ELSE ev.hold_reason END, coalesce(ev.order_key, ''), ev.source`
 
 // waitingForOrder is true for a ready row whose order key an earlier row
 // still holds: it waits for its turn (held "order").
@@ -315,7 +315,7 @@ const (
 
 func scanSummary(r pgx.CollectableRow) (Summary, error) {
 	var s Summary
-	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held, &s.OrderKey)
+	err := r.Scan(&s.ID, &s.Provider, &s.EventID, &s.EventType, &s.Status, &s.Attempts, &s.ReceivedAt, &s.NextAttemptAt, &s.LastError, &s.Held, &s.OrderKey, &s.Source)
 	return s, err
 }
 

@@ -57,12 +57,23 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 			if g := guardOf(e.ev); g != "" {
 				guard = g
 			}
+			source := e.ev.sourceArg()
+			if source == "asked" {
+				var asked bool
+				if err := tx.QueryRowContext(ctx, sqliteCatchupAsked, e.ev.Provider, e.ev.EventID).Scan(&asked); err != nil {
+					return fmt.Errorf("look up the redeliveries catch-up asked for: %w", err)
+				}
+				source = SourceWebhook
+				if asked {
+					source = SourceCatchup
+				}
+			}
 			due := now
 			if ahead >= 2 {
 				due = sqliteParked // see pgParked
 			}
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
-				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil).Scan(&id)
+				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil, source).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
@@ -78,14 +89,16 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 					id, string(h), nonNil(e.ev.Body), e.ev.Path, e.ev.RawQuery, scheme); err != nil {
 					return fmt.Errorf("insert payload: %w", err)
 				}
-				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash}, true
+				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash, catchup: source == SourceCatchup}, true
 			case errors.Is(err, sql.ErrNoRows):
-				err := tx.QueryRowContext(ctx, sqliteExistingByKey, e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash)
+				var stored string
+				err := tx.QueryRowContext(ctx, sqliteExistingByKey, e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash, &stored)
 				if errors.Is(err, sql.ErrNoRows) && guard != nil {
 					// Not the key: the body guard refused it (a replay).
 					err = tx.QueryRowContext(ctx, sqliteExistingByGuard, e.ev.Provider, guard).Scan(&ref.id, &ref.hash)
 					ref.replayOf = err == nil
 				}
+				ref.catchup = stored == SourceCatchup
 				if err != nil {
 					return fmt.Errorf("look up existing event: %w", err)
 				}
@@ -125,12 +138,13 @@ const (
 	sqliteInsertEvent = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
                             status, attempts, lease_token, lease_expires_at, body_guard,
-                            order_key, order_block, order_holds)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            order_key, order_block, order_holds, source)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id`
 	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme) VALUES (?, ?, ?, ?, ?, ?)`
-	sqliteExistingByKey   = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND event_id = ?`
+	sqliteExistingByKey   = `SELECT id, content_hash, source FROM whguard_events WHERE provider = ? AND event_id = ?`
+	sqliteCatchupAsked    = `SELECT EXISTS (SELECT 1 FROM whguard_catchup_requests WHERE provider = ? AND guid = ?)`
 	sqliteExistingByGuard = `SELECT id, content_hash FROM whguard_events WHERE provider = ? AND body_guard = ?`
 	sqliteKeyHeld         = `SELECT count(*) FROM (SELECT 1 FROM whguard_events WHERE order_holds = 1 AND provider = ? AND order_key = ? LIMIT 2)`
 )

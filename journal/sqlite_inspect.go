@@ -14,14 +14,14 @@ const sqliteSummaryColumns = `id, provider, event_id, event_type, status, attemp
   CASE WHEN order_key IS NOT NULL AND status IN ('pending', 'retry') AND EXISTS (
       SELECT 1 FROM whguard_events b WHERE b.order_holds = 1 AND b.provider = whguard_events.provider
       AND b.order_key = whguard_events.order_key AND b.id < whguard_events.id) THEN 'order' ELSE hold_reason END,
-  coalesce(order_key, '')`
+  coalesce(order_key, ''), source`
 
 func scanSQLiteSummary(sc interface{ Scan(...any) error }) (Summary, error) {
 	var (
 		sm           Summary
 		recv, nextAt int64
 	)
-	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held, &sm.OrderKey)
+	err := sc.Scan(&sm.ID, &sm.Provider, &sm.EventID, &sm.EventType, &sm.Status, &sm.Attempts, &recv, &nextAt, &sm.LastError, &sm.Held, &sm.OrderKey, &sm.Source)
 	sm.ReceivedAt, sm.NextAttemptAt = time.Unix(0, recv).UTC(), time.Unix(0, nextAt).UTC()
 	return sm, err
 }

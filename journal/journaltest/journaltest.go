@@ -84,6 +84,11 @@ func suite(h Harness) []struct {
 			{"IgnoredRetention", testIgnoredRetention},
 		}},
 		{"Pauses", []test{{"PauseAndResume", testPauses}}},
+		{"Catchup", []test{
+			{"Sources", testCatchupSources},
+			{"Lease", testCatchupLease},
+			{"Requests", testCatchupRequests},
+		}},
 		{"Order", []test{
 			{"OneAtATimePerKey", testOrderOneAtATimePerKey},
 			{"ClaimOnlyFirstInLine", testOrderClaimOnlyFirstInLine},
