@@ -1,7 +1,8 @@
 // Package alert tells operators when delivery goes wrong, without anyone
 // watching the inspector: events going dead (grouped per provider), a
 // backend's circuit breaker opening, a pause, a backlog older than a
-// threshold, the journal or Redis unreachable, and each recovery.
+// threshold, the journal or Redis unreachable, catch-up's findings and
+// failures, and each recovery.
 //
 // Messages go to one URL (WHGUARD_ALERT_URL), as a Slack incoming-webhook
 // message or as JSON signed like a Standard Webhook. They are throttled so
@@ -51,6 +52,10 @@ const (
 	TypeJournalRecovered   = "journal_recovered"
 	TypeRedisUnreachable   = "redis_unreachable"
 	TypeRedisRecovered     = "redis_recovered"
+	TypeCatchupRecovered   = "catchup_recovered"
+	TypeCatchupFailing     = "catchup_failing"
+	TypeCatchupOK          = "catchup_ok"
+	TypeCatchupGaveUp      = "catchup_gave_up"
 )
 
 // Severities ("severity" in the JSON format).

@@ -1,0 +1,156 @@
+package catchup
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+)
+
+// noIngest journals nothing: these tests run no pass that lists events.
+type noIngest struct{}
+
+func (noIngest) Inject(context.Context, string, string, string, []byte) (bool, error) {
+	return false, nil
+}
+
+// alertLog records what the alerts heard.
+type alertLog struct {
+	mu      sync.Mutex
+	failing []bool
+	reasons []string
+}
+
+func (a *alertLog) Recovered(string, int)   {}
+func (a *alertLog) GaveUp(string, []string) {}
+func (a *alertLog) Failing(_ string, failing bool, reason string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.failing = append(a.failing, failing)
+	a.reasons = append(a.reasons, reason)
+}
+
+// fakeClock is a clock the test moves.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newTest(t *testing.T, j journal.Store, clock *fakeClock, alerts Alerts) *Catchup {
+	t.Helper()
+	c, err := New(Options{
+		Providers: []Config{{Provider: "stripe", Kind: KindStripe, Token: func() (string, error) { return "rk_test_x", nil },
+			APIURL: "http://127.0.0.1:1", Interval: time.Minute}},
+		Journal: j, Ingest: noIngest{}, Alerts: alerts, Now: clock.Now, Replica: "me",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestRunWaitsThenAnswersBusy: a pass asked for while another replica's
+// runs waits for it, up to 30 s on the clock, then answers ErrBusy; an
+// unknown provider and a since beyond Stripe's 30 days are refused at once.
+func TestRunWaitsThenAnswersBusy(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	clock := &fakeClock{now: time.Now()}
+	c := newTest(t, j, clock, nil)
+	ctx := context.Background()
+	if ok, err := j.ClaimCatchup(ctx, "stripe", "another replica", time.Hour, true); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Run(ctx, "stripe", 0, false)
+		done <- err
+	}()
+	// Each look at the clock moves it on: the 30 s wait runs out in a few
+	// polls of 200 ms, not in 30 s.
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+				clock.add(10 * time.Second)
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrBusy) {
+			t.Fatalf("Run while another pass holds the lease: %v, want ErrBusy", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Run did not give up waiting")
+	}
+	if _, err := c.Run(ctx, "github", 0, false); !errors.Is(err, ErrUnknownProvider) {
+		t.Errorf("unknown provider: %v", err)
+	}
+	if _, err := c.Run(ctx, "stripe", 721*time.Hour, false); !errors.Is(err, ErrSinceTooFar) {
+		t.Errorf("since beyond 30 days: %v", err)
+	}
+}
+
+// TestFailingAlertAfterThreeIntervals: passes that fail are alerted only
+// once they have failed for longer than three intervals, and cleared by
+// the first good pass.
+func TestFailingAlertAfterThreeIntervals(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	clock := &fakeClock{now: time.Now()}
+	alerts := &alertLog{}
+	c := newTest(t, j, clock, alerts)
+	ctx := context.Background()
+	cfg := c.cfgs["stripe"]
+	fail := func() {
+		if ok, _ := j.ClaimCatchup(ctx, "stripe", "me", time.Minute, true); !ok {
+			t.Fatal("claim refused")
+		}
+		now := clock.Now()
+		if err := c.end(ctx, cfg, &journal.CatchupPass{Started: now, Finished: now, Error: "list the events: Stripe answered 500 (api_error)"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 4 { // at 0, 1, 2 and 3 intervals: not yet longer than three
+		fail()
+		clock.add(time.Minute)
+	}
+	if len(alerts.failing) != 0 {
+		t.Fatalf("alerted %v before three intervals of failing", alerts.failing)
+	}
+	fail() // at 4 intervals
+	if len(alerts.failing) != 1 || !alerts.failing[0] || alerts.reasons[0] == "" {
+		t.Fatalf("after four intervals of failing: %v %q", alerts.failing, alerts.reasons)
+	}
+	if ok, _ := j.ClaimCatchup(ctx, "stripe", "me", time.Minute, true); !ok {
+		t.Fatal("claim refused")
+	}
+	now := clock.Now()
+	if err := c.end(ctx, cfg, &journal.CatchupPass{Started: now, Finished: now}); err != nil {
+		t.Fatal(err)
+	}
+	if last := alerts.failing[len(alerts.failing)-1]; last {
+		t.Fatal("a good pass did not clear the failing alert")
+	}
+}

@@ -1,0 +1,112 @@
+package catchup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stripe/stripe-go/v82"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// stripePass lists the events Stripe has not delivered since p.Since
+// (delivery_success=false, 100 a page, newest first), keeps the types the
+// endpoint is enabled for, and journals each one the journal does not
+// have, its body the bytes of its element of the list (stripe-go keeps
+// them as the event's LastResponse).
+func (c *Catchup) stripePass(ctx context.Context, cfg Config, p *journal.CatchupPass, dryRun bool) error {
+	key, err := cfg.Token()
+	if err != nil {
+		return fmt.Errorf("read the credential: %w", err)
+	}
+	sc := stripe.NewClient(key, stripe.WithBackends(stripe.NewBackendsWithConfig(&stripe.BackendConfig{
+		URL:        stripe.String(cfg.APIURL),
+		HTTPClient: c.opt.Client,
+		// A failure ends the pass; the next one tries again.
+		MaxNetworkRetries: stripe.Int64(0),
+		// Its messages may quote the (masked) key.
+		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
+	})))
+	var enabled []string
+	if cfg.Endpoint != "" {
+		we, err := sc.V1WebhookEndpoints.Retrieve(ctx, cfg.Endpoint, nil)
+		if err != nil {
+			return stripeReason("read the webhook endpoint", err)
+		}
+		enabled = we.EnabledEvents
+	}
+	types, keep := StripeTypes(enabled)
+	params := &stripe.EventListParams{
+		DeliverySuccess: stripe.Bool(false),
+		CreatedRange:    &stripe.RangeQueryParams{GreaterThanOrEqual: p.Since.Unix()},
+	}
+	params.Limit = stripe.Int64(100)
+	for _, t := range types {
+		params.Types = append(params.Types, stripe.String(t))
+	}
+	var batch []*stripe.Event
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		ids := make([]string, len(batch))
+		for i, ev := range batch {
+			ids[i] = ev.ID
+		}
+		known, err := c.opt.Journal.Known(ctx, cfg.Provider, ids)
+		if err != nil {
+			return fmt.Errorf("look the events up in the journal: %w", err)
+		}
+		for _, ev := range batch {
+			if known[ev.ID] {
+				continue
+			}
+			p.Missing++
+			if dryRun || ev.LastResponse == nil {
+				continue
+			}
+			journaled, err := c.opt.Ingest.Inject(ctx, cfg.Provider, ev.ID, string(ev.Type), ev.LastResponse.RawJSON)
+			if err != nil {
+				return fmt.Errorf("journal event %s: %w", ev.ID, err)
+			}
+			if journaled {
+				p.Journaled++
+			}
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for ev, err := range sc.V1Events.List(ctx, params) {
+		if err != nil {
+			return stripeReason("list the events", err)
+		}
+		if !keep(string(ev.Type)) {
+			continue
+		}
+		p.Listed++
+		if batch = append(batch, ev); len(batch) == 100 {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+	}
+	return flush()
+}
+
+// stripeReason says why a Stripe call failed, without Stripe's message:
+// it may quote the (masked) key.
+func stripeReason(what string, err error) error {
+	var se *stripe.Error
+	if errors.As(err, &se) {
+		reason := string(se.Type)
+		if se.Code != "" {
+			reason += "/" + string(se.Code)
+		}
+		return fmt.Errorf("%s: Stripe answered %d (%s)", what, se.HTTPStatusCode, reason)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: Stripe did not answer in time", what)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
