@@ -144,7 +144,7 @@ func TestGovernedDeliveries(t *testing.T) {
 		srv := httptest.NewServer(g)
 		t.Cleanup(srv.Close)
 		gov := newGrantLog(t, governor.Config{
-			Backend:     governor.Limit{Rate: governor.Rate{N: 20, Per: time.Second}, Burst: 2},
+			Backend: governor.Limit{Rate: governor.Rate{N: 20, Per: time.Second}, Burst: 2},
 			// One more slot than the burst: once the burst is spent, a
 			// third delivery finds a free slot and is held for rate,
 			// however slowly the store lets deliveries through.

@@ -46,6 +46,9 @@ type Checker interface {
 	// is read (missing or malformed signature headers, a stale timestamp).
 	Precheck(h http.Header, rawQuery string, now time.Time) error
 	Check(in verify.Input, now time.Time) (verify.Event, error)
+	// Digest is the content hash Check would give body, for an event
+	// that comes with no signature to check (catch-up's).
+	Digest(h http.Header, body []byte) string
 }
 
 var _ Checker = (*verify.Provider)(nil)
@@ -175,6 +178,8 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		OrderKey:    route.Order.Value(r.Header, body),
 		OrderBlock:  route.Order.Block,
 		Scheme:      route.Provider.SchemeName(),
+		// Journaled as catch-up's when catch-up asked for it.
+		CatchupAsked: route.CatchupAsked,
 	}
 	sync := route.Sync && event.Reply == nil
 	// The commit is bounded by its own deadline, not by the sender's

@@ -47,6 +47,10 @@ type Route struct {
 	// cannot tell what it is, and holding back what may be wanted is
 	// worse than delivering one more event. Empty: nothing is ignored.
 	EventTypes []string
+	// CatchupAsked: catch-up asks this provider to redeliver what it
+	// missed (GitHub); an event whose redelivery it asked for is
+	// journaled as catch-up's.
+	CatchupAsked bool
 }
 
 // ignores reports whether the route's filter leaves out an event of type

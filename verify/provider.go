@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strings"
 	"time"
@@ -235,6 +236,18 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 		typ = ""
 	}
 	return Event{ID: id, Type: typ, ContentHash: contentHash, Reply: v.Reply}, nil
+}
+
+// Digest is the content hash Check gives body with headers h (the
+// scheme's volatile fields left out; the raw bytes' hash when the body
+// cannot be canonicalized), for an event that comes with no signature to
+// check: one catch-up read from the provider's API.
+func (p *Provider) Digest(h http.Header, body []byte) string {
+	d, err := digestBody(h, body, p.volatile)
+	if err != nil {
+		return hashBytes(body)
+	}
+	return d.content
 }
 
 func checkEventID(id string) error {

@@ -80,6 +80,23 @@ func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
 	}
 }
 
+// SignUnsigned signs h as Resign does when h carries no signature of the
+// provider's scheme, and leaves it as it is otherwise. An event catch-up
+// read from the provider's API arrived with no signature at all (its
+// authenticity is the API call), so it is signed for the backend even
+// where received signatures are passed on as they came.
+func (p *Provider) SignUnsigned(h http.Header, body []byte, at time.Time) {
+	r, ok := p.verifier.(resigner)
+	if !ok {
+		return
+	}
+	probe := h.Clone()
+	r.unsign(probe)
+	if len(probe) == len(h) { // unsign found nothing to remove
+		r.resign(h, body, at)
+	}
+}
+
 // Unsign removes the provider's signature headers from h (those Resign
 // writes), for a delivery whguard must not sign: content it did not verify
 // with this provider's scheme (journaled under another scheme, or under

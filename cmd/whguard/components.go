@@ -8,6 +8,7 @@ import (
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
+	"github.com/whguard/whguard/internal/catchup"
 	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/proxy"
@@ -122,7 +123,8 @@ func (c *config) buildComponents(ps *problems) {
 	c.ingress.MaxBodyBytes, c.ingress.MaxBufferedBytes = c.MaxBodyBytes, c.MaxBufferedBytes
 	for _, p := range c.providers {
 		r := proxy.Route{Path: p.env.Path, ForwardPath: p.env.ForwardPath, MaxBodyBytes: p.env.MaxBodyBytes, BodyGuard: p.bodyGuard,
-			EventTypes: p.eventTypes, Sync: p.sync, SyncTimeout: p.syncTimeout, Order: p.order}
+			EventTypes: p.eventTypes, Sync: p.sync, SyncTimeout: p.syncTimeout, Order: p.order,
+			CatchupAsked: p.catchup != nil && p.env.Scheme == catchup.KindGitHub}
 		if r.MaxBodyBytes == 0 {
 			r.MaxBodyBytes = c.MaxBodyBytes
 		}
@@ -148,6 +150,14 @@ func (c *config) buildComponents(ps *problems) {
 		}
 		return governorVars[f]
 	})
+
+	for _, p := range c.providers {
+		if p.catchup == nil {
+			continue
+		}
+		*p.catchup = p.catchup.WithDefaults()
+		report(p.catchup.Validate(), func(f string) string { return p.prefix + catchupVars[f] })
+	}
 
 	c.alerts = alert.Config{}.WithDefaults()
 	c.alerts.URL, c.alerts.Format, c.alerts.Sign = c.AlertURL, c.AlertFormat, c.alertSign

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/whguard/whguard/internal/catchup"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
@@ -50,6 +51,17 @@ type providerEnv struct {
 	OrderKey    string `env:"ORDER_KEY"`
 	OrderOnDead string `env:"ORDER_ON_DEAD"`
 
+	// Catch-up from the provider's API (internal/catchup): off or on,
+	// and its credential, API, hook or endpoint, interval and window.
+	Catchup          string        `env:"CATCHUP"`
+	CatchupToken     string        `env:"CATCHUP_TOKEN"`
+	CatchupTokenFile string        `env:"CATCHUP_TOKEN_FILE"`
+	CatchupAPIURL    string        `env:"CATCHUP_API_URL"`
+	CatchupHook      string        `env:"CATCHUP_HOOK"`
+	CatchupEndpoint  string        `env:"CATCHUP_ENDPOINT"`
+	CatchupInterval  time.Duration `env:"CATCHUP_INTERVAL"`
+	CatchupWindow    time.Duration `env:"CATCHUP_WINDOW"`
+
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`
 	HMACAlgorithm     string `env:"HMAC_ALGORITHM"`
@@ -83,6 +95,8 @@ type providerConfig struct {
 	// in async mode.
 	sync        bool
 	syncTimeout time.Duration
+	// catchup is the provider's catch-up, nil when CATCHUP is off.
+	catchup *catchup.Config
 }
 
 // validateMode reads MODE and SYNC_TIMEOUT into p.sync and p.syncTimeout.
@@ -129,6 +143,7 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	p.eventTypes = p.parseEventTypes(ps)
 	warnings = append(warnings, p.validateMode(c.ForwardTimeout, ps)...)
 	p.order = p.validateOrder(ps)
+	warnings = append(warnings, p.catchupSettings(ps)...)
 	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
 	warnings = append(warnings, secretWarnings...)
 	if !ok {

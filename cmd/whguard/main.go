@@ -66,6 +66,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return events(args, environ, stdout, stderr)
 	case "backends":
 		return backends(args, environ, stdout, stderr)
+	case "catchup":
+		return catchupCmd(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
 	case "healthcheck":
@@ -140,6 +142,7 @@ commands:
   events    list, show and replay deliveries (whguard events -h)
   healthcheck  exit 0 when the local readiness endpoint answers, else 1
   backends  list backends, pause and resume deliveries (whguard backends -h)
+  catchup   show and run catch-up from the providers' APIs (whguard catchup -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see docs/configuration.md).

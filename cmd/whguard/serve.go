@@ -94,6 +94,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	}
 	g.AddAfter("forwarder", p.forwarder, p.migration.ready)
 	g.Add("ingress listener", p.ingress)
+	if p.catchup != nil {
+		// Last: a GitHub redelivery it asks for comes to the ingress, and
+		// what it journals goes to the forwarder. Stopped first.
+		g.AddAfter("catch-up", p.catchup, p.migration.ready)
+	}
 	if err := g.Start(ctx); err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
+	"github.com/whguard/whguard/internal/catchup"
 	"github.com/whguard/whguard/internal/startstop"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
@@ -27,6 +28,7 @@ type parts struct {
 	governor       startstop.Service // nil: nothing to run
 	forwarder      startstop.Service
 	alerts         startstop.Service // nil: no alerts
+	catchup        startstop.Service // nil: catch-up is off
 	ingress, admin *listener
 	metrics        *listener // nil: metrics stay on the admin listener
 	// listenerErrs receives a listener's failure to serve.
@@ -72,8 +74,13 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 			zap.Duration("sync_timeout", p.syncTimeout))
 		t := cfg.forward.Targets[p.name]
 		t.Scheme, t.Unsign = p.provider.SchemeName(), p.provider.Unsign
-		if p.resign {
+		switch {
+		case p.resign:
 			t.Resign = p.provider.Resign
+		case p.catchup != nil:
+			// Catch-up's events have no signature of their own: they are
+			// signed even when received signatures are passed on.
+			t.Resign = p.provider.SignUnsigned
 		}
 		targets[p.name] = t
 	}
@@ -120,13 +127,21 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	cu, err := newCatchup(cfg, j, ingress, alerts, reg, log.Named("catchup"))
+	if err != nil {
+		return nil, err
+	}
+	apiCfg := admin.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
+		RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
+		Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}
+	if cu != nil {
+		apiCfg.Catchup, p.catchup = cu, cu
+	}
 	adminHandler := admin.NewAdmin(admin.AdminConfig{
-		Ready:    j.Ready,
-		Gatherer: reg,
-		Token:    cfg.AdminToken,
-		API: admin.NewAPI(admin.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
-			RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
-			Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}),
+		Ready:        j.Ready,
+		Gatherer:     reg,
+		Token:        cfg.AdminToken,
+		API:          admin.NewAPI(apiCfg),
 		Logger:       log.Named("admin"),
 		AllowedHosts: cfg.AdminHosts,
 	})
@@ -136,9 +151,10 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 
 	p.ingress = newListener("ingress", proxy.NewServer(cfg.Listen, ingress, log.Named("ingress")), log, p.listenerErrs)
 	p.admin = newListener("admin", proxy.NewServer(cfg.AdminListen, adminHandler, log.Named("admin")), log, p.listenerErrs)
-	// /debug/pprof/profile streams for 30 s by default: give the admin
-	// listener room for it.
-	p.admin.srv.WriteTimeout = 2 * time.Minute
+	// /debug/pprof/profile streams for 30 s by default, and a catch-up
+	// pass run by hand may wait 30 s for another, then run up to 2 min:
+	// give the admin listener room for them.
+	p.admin.srv.WriteTimeout = 3 * time.Minute
 	if cfg.MetricsListen != "" {
 		// Scrapers and probes get their own listener, whatever Host they
 		// send; the admin one can stay on loopback.
@@ -244,4 +260,30 @@ func (m *migration) Stop(ctx context.Context) error {
 	case <-ctx.Done():
 		return fmt.Errorf("migrations: %w", ctx.Err())
 	}
+}
+
+// newCatchup is catch-up for the providers that turned it on, nil when
+// none did.
+func newCatchup(cfg *config, j journal.Store, ingress *proxy.Ingress, alerts *alert.Notifier, reg prometheus.Registerer, log *zap.Logger) (*catchup.Catchup, error) {
+	var cfgs []catchup.Config
+	for _, p := range cfg.providers {
+		if p.catchup != nil {
+			cfgs = append(cfgs, *p.catchup)
+			// Never the credential: only where it is asked and how often.
+			log.Info("catch-up on", zap.String("provider", p.name), zap.Duration("interval", p.catchup.Interval),
+				zap.Duration("window", p.catchup.Window), zap.String("hook", p.catchup.Hook), zap.String("endpoint", p.catchup.Endpoint))
+		}
+	}
+	if len(cfgs) == 0 {
+		return nil, nil
+	}
+	o := catchup.Options{Providers: cfgs, Journal: j, Ingest: ingress, Metrics: catchup.NewMetrics(reg), Logger: log}
+	if alerts != nil {
+		o.Alerts = alerts
+	}
+	cu, err := catchup.New(o)
+	if err != nil {
+		return nil, fmt.Errorf("catch-up: %w", err)
+	}
+	return cu, nil
 }

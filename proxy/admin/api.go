@@ -54,6 +54,8 @@ type APIConfig struct {
 	// event journaled under another one (or under none) is shown as
 	// forwarded without a provider signature.
 	Schemes map[string]string
+	// Catchup, when set, serves /api/catchup (status, and a pass now).
+	Catchup CatchupControl
 }
 
 // Validate checks the settings, returning one fields.Error per bad one:
@@ -73,7 +75,7 @@ func (c APIConfig) Validate() error {
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes, origins: cfg.Origins}
+		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes, origins: cfg.Origins, catchup: cfg.Catchup}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -91,6 +93,8 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("GET /api/backends", a.backends)
 	mux.HandleFunc("POST /api/backends/pause", a.pause)
 	mux.HandleFunc("POST /api/backends/resume", a.resume)
+	mux.HandleFunc("GET /api/catchup", a.catchupStatus)
+	mux.HandleFunc("POST /api/catchup/{provider}", a.catchupRun)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API route"})
 	})
@@ -108,6 +112,7 @@ type api struct {
 	overviewSrc OverviewSource
 	schemes     map[string]string
 	origins     []string
+	catchup     CatchupControl
 }
 
 var validStatus = map[journal.Status]bool{

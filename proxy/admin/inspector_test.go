@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/catchup"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy/admin"
 )
@@ -424,4 +425,37 @@ func sum(ms []journal.Minute, f func(journal.Minute) int64) int64 {
 		n += f(m)
 	}
 	return n
+}
+
+// The inspector's catch-up card and badge in a real browser: each
+// provider's last pass with its figures and error, the GUIDs that never
+// arrived, and a badge on events catch-up brought in (none on the others).
+func TestInspectorCatchupInBrowser(t *testing.T) {
+	t.Parallel()
+	a := newAPIFixture(t, "sqlite", 1, 0)
+	ev := journal.Event{Provider: "alpha", EventID: "evt_caught", EventType: "invoice.paid", ContentHash: "c",
+		Body: []byte(`{"id":"evt_caught"}`), Path: "/webhooks/x", Headers: http.Header{}, Source: journal.SourceCatchup}
+	r, err := a.j.Append(context.Background(), []journal.Event{ev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caught := r[0].ID
+	finished := time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC)
+	cu := &fakeCatchup{status: []catchup.Status{
+		{Provider: "stripe", Window: "72h0m0s", Unarrived: []string{},
+			LastPass: &journal.CatchupPass{Finished: finished, Listed: 31, Missing: 30, Journaled: 30}},
+		{Provider: "github", Window: "72h0m0s", Unarrived: []string{"guid-gone"},
+			LastPass: &journal.CatchupPass{Finished: finished, Listed: 5, Error: "list the hook's deliveries: GitHub answered 401 Unauthorized"}},
+	}}
+	srv := httptest.NewServer(admin.NewAdmin(admin.AdminConfig{
+		Ready: a.j.Ready, Gatherer: prometheus.NewRegistry(), Token: "browser-token",
+		API: admin.NewAPI(admin.APIConfig{Store: a.j, Catchup: cu}),
+	}))
+	defer srv.Close()
+	_, waitJS := openInspector(t, srv.URL, "browser-token")
+	waitJS("the catch-up card", `!document.getElementById("catchupCard").classList.contains("hidden") && document.querySelectorAll("tr.catchup").length === 2`)
+	waitJS("stripe's figures", `(r => r.cells[2].textContent === "31" && r.cells[4].textContent === "30" && r.cells[6].textContent === "ok")(document.querySelector('tr.catchup[data-provider="stripe"]'))`)
+	waitJS("github's error and what never arrived", `(r => r.cells[6].textContent.includes("401") && r.cells[6].textContent.includes("guid-gone"))(document.querySelector('tr.catchup[data-provider="github"]'))`)
+	waitJS("the catch-up badge on its event only", fmt.Sprintf(
+		`!!document.querySelector('tr.row[data-id="%d"] .badge.catchup') && document.querySelectorAll("tr.row .badge.catchup").length === 1`, caught))
 }

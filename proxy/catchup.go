@@ -1,0 +1,68 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/whguard/whguard/journal"
+)
+
+// ErrNoRoute: catch-up named a provider the ingress has no path for.
+var ErrNoRoute = errors.New("no ingress route for this provider")
+
+// Inject journals an event that catch-up read from the provider's API as
+// if it had arrived now on the provider's path: no query, Content-Type
+// application/json; charset=utf-8, its body the API's bytes, the route's
+// type filter and order key applied, marked as catch-up's. Its
+// authenticity is the authenticated call to the API: there is no
+// signature to check, and the delivery is signed afresh for the backend.
+// A webhook copy of it that arrives later is a duplicate, whatever its
+// bytes. Inject reports whether the event was new.
+func (in *Ingress) Inject(ctx context.Context, provider, id, eventType string, body []byte) (bool, error) {
+	route, ok := in.routeOf(provider)
+	if !ok {
+		return false, fmt.Errorf("inject %s: %w", provider, ErrNoRoute)
+	}
+	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	ev := journal.Event{
+		Provider:    provider,
+		EventID:     id,
+		EventType:   eventType,
+		ContentHash: route.Provider.Digest(h, body),
+		Headers:     h,
+		Body:        body,
+		Path:        route.Path,
+		ReceivedAt:  in.now(),
+		Ignored:     route.ignores(eventType),
+		OrderKey:    route.Order.Value(h, body),
+		OrderBlock:  route.Order.Block,
+		Scheme:      route.Provider.SchemeName(),
+		Source:      journal.SourceCatchup,
+	}
+	ctx, cancel := context.WithTimeout(ctx, in.timeout)
+	defer cancel()
+	acc, err := in.intake.Accept(ctx, ev, false)
+	if err != nil {
+		return false, fmt.Errorf("inject %s %s: %w", provider, id, err)
+	}
+	switch acc.Result.Outcome {
+	case journal.Inserted:
+		return true, nil
+	case journal.Duplicate, journal.Conflict, journal.Replayed:
+		return false, nil
+	default:
+		return false, fmt.Errorf("inject %s %s: the journal did not store it", provider, id)
+	}
+}
+
+// routeOf finds provider's route.
+func (in *Ingress) routeOf(provider string) (Route, bool) {
+	for _, r := range in.routes {
+		if r.Provider.Name() == provider {
+			return r, true
+		}
+	}
+	return Route{}, false
+}
