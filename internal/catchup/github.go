@@ -200,8 +200,5 @@ func githubReason(what string, err error) error {
 	if er, ok := errors.AsType[*github.ErrorResponse](err); ok && er.Response != nil {
 		return fmt.Errorf("%s: GitHub answered %d %s", what, er.Response.StatusCode, http.StatusText(er.Response.StatusCode))
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: GitHub did not answer in time", what)
-	}
-	return fmt.Errorf("%s: %w", what, err)
+	return transportReason(what, "GitHub", err)
 }

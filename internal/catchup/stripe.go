@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 
 	"github.com/stripe/stripe-go/v82"
 
@@ -105,8 +107,29 @@ func stripeReason(what string, err error) error {
 		}
 		return fmt.Errorf("%s: Stripe answered %d (%s)", what, se.HTTPStatusCode, reason)
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: Stripe did not answer in time", what)
+	return transportReason(what, "Stripe", err)
+}
+
+// transportReason says why a call that got no API error failed: no
+// answer in time, no connection, or an answer that could not be read.
+// It never quotes the client's message, which may hold a sample of the
+// response body (stripe-go's deserialization errors do): the reasons are
+// kept, logged and shown.
+func transportReason(what, api string, err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return fmt.Errorf("%s: %s did not answer in time", what, api)
+	case errors.Is(err, context.Canceled):
+		return fmt.Errorf("%s: stopped", what)
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	var oe *net.OpError
+	if errors.As(err, &oe) {
+		return fmt.Errorf("%s: could not reach %s's API (%s)", what, api, oe.Op)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: could not reach %s's API", what, api)
+	}
+	return fmt.Errorf("%s: %s's answer could not be read", what, api)
 }

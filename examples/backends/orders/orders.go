@@ -4,8 +4,9 @@
 // nothing of whguard. GET /orders/{id} shows stateChanges, the number of
 // changes really applied, so duplicate effects are visible.
 //
-// A webhook body is JSON naming an order, either at the top level or under
-// "data": {"type":"order.paid","data":{"order_id":"o-1"}}.
+// A webhook body is JSON naming an order, at the top level, under "data":
+// {"type":"order.paid","data":{"order_id":"o-1"}}, or under
+// "data"."object", as a Stripe event carries the object it is about.
 package orders
 
 import (
@@ -71,6 +72,9 @@ type event struct {
 	OrderID string `json:"order_id"`
 	Data    struct {
 		OrderID string `json:"order_id"`
+		Object  struct {
+			OrderID string `json:"order_id"`
+		} `json:"object"`
 	} `json:"data"`
 }
 
@@ -88,6 +92,9 @@ func (s *Service) webhook(w http.ResponseWriter, r *http.Request) {
 	id := ev.OrderID
 	if id == "" {
 		id = ev.Data.OrderID
+	}
+	if id == "" {
+		id = ev.Data.Object.OrderID
 	}
 	if id == "" {
 		writeJSON(w, http.StatusUnprocessableEntity, map[string]string{"error": "no order_id"})

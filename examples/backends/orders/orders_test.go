@@ -42,6 +42,9 @@ func TestNaiveServiceAppliesDuplicates(t *testing.T) {
 	if s := post(`{"type":"order.flaky","order_id":"o-3"}`); s != 200 {
 		t.Fatalf("second flaky %d, want 200", s)
 	}
+	if s := post(`{"id":"evt_1","object":"event","type":"order.paid","data":{"object":{"order_id":"o-4"}}}`); s != 200 {
+		t.Fatalf("a Stripe-shaped event %d, want 200", s)
+	}
 	if s := post(`{"type":"x"}`); s != 422 {
 		t.Fatalf("no order id %d", s)
 	}
