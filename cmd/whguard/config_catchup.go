@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/whguard/whguard/internal/catchup"
 )
@@ -40,7 +41,22 @@ func (p *providerConfig) catchupSettings(ps *problems) (warnings []string) {
 	}
 	cfg := &catchup.Config{
 		Provider: p.name, Kind: p.env.Scheme, APIURL: p.env.CatchupAPIURL, Hook: p.env.CatchupHook,
-		Endpoint: p.env.CatchupEndpoint, Interval: p.env.CatchupInterval, Window: p.env.CatchupWindow,
+		Endpoint: p.env.CatchupEndpoint,
+	}
+	// Set, a duration is taken as it is; an explicit 0 is refused here,
+	// since WithDefaults would read it as unset.
+	for _, d := range []struct {
+		key string
+		set *time.Duration
+		to  *time.Duration
+	}{{"CATCHUP_INTERVAL", p.env.CatchupInterval, &cfg.Interval}, {"CATCHUP_WINDOW", p.env.CatchupWindow, &cfg.Window}} {
+		switch {
+		case d.set == nil:
+		case *d.set == 0:
+			ps.addf(p.prefix+d.key, "must be positive, got 0s")
+		default:
+			*d.to = *d.set
+		}
 	}
 	p.catchup = cfg
 	// Replaced below when the credential is read; a problem with it is

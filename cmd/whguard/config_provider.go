@@ -53,14 +53,16 @@ type providerEnv struct {
 
 	// Catch-up from the provider's API (internal/catchup): off or on,
 	// and its credential, API, hook or endpoint, interval and window.
-	Catchup          string        `env:"CATCHUP"`
-	CatchupToken     string        `env:"CATCHUP_TOKEN"`
-	CatchupTokenFile string        `env:"CATCHUP_TOKEN_FILE"`
-	CatchupAPIURL    string        `env:"CATCHUP_API_URL"`
-	CatchupHook      string        `env:"CATCHUP_HOOK"`
-	CatchupEndpoint  string        `env:"CATCHUP_ENDPOINT"`
-	CatchupInterval  time.Duration `env:"CATCHUP_INTERVAL"`
-	CatchupWindow    time.Duration `env:"CATCHUP_WINDOW"`
+	Catchup          string `env:"CATCHUP"`
+	CatchupToken     string `env:"CATCHUP_TOKEN"`
+	CatchupTokenFile string `env:"CATCHUP_TOKEN_FILE"`
+	CatchupAPIURL    string `env:"CATCHUP_API_URL"`
+	CatchupHook      string `env:"CATCHUP_HOOK"`
+	CatchupEndpoint  string `env:"CATCHUP_ENDPOINT"`
+	// CatchupInterval and CatchupWindow are nil when unset (the
+	// defaults), so that an explicit 0 is refused.
+	CatchupInterval *time.Duration `env:"CATCHUP_INTERVAL"`
+	CatchupWindow   *time.Duration `env:"CATCHUP_WINDOW"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
 	PublicURL         string `env:"PUBLIC_URL"`

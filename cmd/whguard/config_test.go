@@ -39,6 +39,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 	t.Parallel()
 	base := []string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=github", "WHGUARD_X_SECRET=s"}
 	hmac := []string{"WHGUARD_X_SCHEME=hmac", "WHGUARD_X_SIGNATURE_HEADER=X-Sig"}
+	catchupOn := []string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_TOKEN=ghp_a", "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1"}
 	const whsec = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 	cases := []struct {
 		key, value string
@@ -105,6 +106,14 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_SIGNATURE_ENCODING", "base32", hmac, "hex (the default) or base64"},
 		{"WHGUARD_X_TIMESTAMP_HEADER", "bad header", append(hmac, "WHGUARD_X_SIGNED_CONTENT={timestamp}.{body}"), "letters, digits"},
 		{"WHGUARD_X_SIGNED_CONTENT", "{nope}", hmac, "{id}, {timestamp}, {body}"},
+		{"WHGUARD_X_CATCHUP", "yes", nil, "off (the default) or on"},
+		{"WHGUARD_X_CATCHUP_TOKEN", "ghp_a", []string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1", "WHGUARD_X_CATCHUP_TOKEN_FILE=/dev/null"}, "set one"},
+		{"WHGUARD_X_CATCHUP_TOKEN_FILE", "/nonexistent", []string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1"}, "cannot read the file"},
+		{"WHGUARD_X_CATCHUP_API_URL", "http://api.github.example", catchupOn, "loopback"},
+		{"WHGUARD_X_CATCHUP_HOOK", "a/b/1", []string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_TOKEN=ghp_a"}, "repos/OWNER/REPO/hooks/ID"},
+		{"WHGUARD_X_CATCHUP_ENDPOINT", "we_1", catchupOn, "stripe only"},
+		{"WHGUARD_X_CATCHUP_INTERVAL", "0s", catchupOn, "positive"},
+		{"WHGUARD_X_CATCHUP_WINDOW", "100h", catchupOn, "at most 72h"},
 	}
 	// Variables no value of which is refused at start-up.
 	anyValue := map[string]string{

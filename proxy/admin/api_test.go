@@ -137,7 +137,7 @@ func testAPIListShapesFiltersAndCursor(t *testing.T, store string) {
 		t.Fatalf("page 1: %v", m)
 	}
 	first := evs[0].(map[string]any)
-	if got := keys(first); got != "attempts,event_id,event_type,id,last_error,next_attempt_at,provider,received_at,status" {
+	if got := keys(first); got != "attempts,event_id,event_type,id,last_error,next_attempt_at,provider,received_at,source,status" {
 		t.Fatalf("summary fields %s", got)
 	}
 	if first["id"].(float64) <= evs[1].(map[string]any)["id"].(float64) {
