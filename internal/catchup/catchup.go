@@ -229,6 +229,11 @@ func (c *Catchup) scheduled(ctx context.Context, provider string) (bool, error) 
 	}
 	cfg := c.cfgs[provider]
 	p := c.pass(ctx, cfg, cfg.Window, false)
+	if ctx.Err() != nil {
+		// Interrupted by Stop: not a failure of the API. The lease is
+		// given back with nothing recorded, and the pass is still due.
+		return true, c.opt.Journal.EndCatchup(context.WithoutCancel(ctx), provider, c.owner, nil, time.Time{})
+	}
 	return true, c.end(ctx, cfg, &p)
 }
 
@@ -323,6 +328,26 @@ func (c *Catchup) end(ctx context.Context, cfg Config, p *journal.CatchupPass) e
 		c.opt.Alerts.Failing(cfg.Provider, true, p.Error)
 	}
 	return err
+}
+
+// knownChunk is how many ids one journal look-up takes (a busy hook
+// lists thousands of GUIDs in three days).
+const knownChunk = 500
+
+// known reports which of ids the journal has for provider, looking them
+// up knownChunk at a time.
+func (c *Catchup) known(ctx context.Context, provider string, ids []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(ids))
+	for chunk := range slices.Chunk(ids, knownChunk) {
+		k, err := c.opt.Journal.Known(ctx, provider, chunk)
+		if err != nil {
+			return nil, err
+		}
+		for id := range k {
+			out[id] = true
+		}
+	}
+	return out, nil
 }
 
 // Status is one provider's catch-up as the API shows it.

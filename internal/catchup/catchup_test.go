@@ -3,6 +3,9 @@ package catchup
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -152,5 +155,80 @@ func TestFailingAlertAfterThreeIntervals(t *testing.T) {
 	}
 	if last := alerts.failing[len(alerts.failing)-1]; last {
 		t.Fatal("a good pass did not clear the failing alert")
+	}
+}
+
+// TestStopDuringAPassRecordsNothing: a pass interrupted by Stop is not a
+// failure of the API: nothing is recorded, the lease is given back, and
+// the pass is still due for the next start.
+func TestStopDuringAPassRecordsNothing(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	hung := make(chan struct{})
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case hung <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(api.Close)
+	c, err := New(Options{
+		Providers: []Config{{Provider: "stripe", Kind: KindStripe, Token: func() (string, error) { return "rk_test_x", nil },
+			APIURL: api.URL, Interval: time.Hour}},
+		Journal: j, Ingest: noIngest{}, Replica: "me",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-hung:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no pass reached the API")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	states, err := j.CatchupStates(context.Background())
+	if err != nil || len(states) != 1 {
+		t.Fatalf("states %+v (%v)", states, err)
+	}
+	if s := states[0]; s.LastPass != nil || s.LastError != nil || !s.NextPass.IsZero() {
+		t.Fatalf("after a stop mid-pass: %+v, want nothing recorded and the pass still due", s)
+	}
+	if ok, err := j.ClaimCatchup(context.Background(), "stripe", "next start", time.Minute, false); err != nil || !ok {
+		t.Fatalf("the next start cannot take the pass: %v %v", ok, err)
+	}
+}
+
+// TestKnownInChunks: thousands of GUIDs (three days of a busy hook) are
+// looked up in chunks the journal takes.
+func TestKnownInChunks(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	c := newTest(t, j, &fakeClock{now: time.Now()}, nil)
+	var evs []journal.Event
+	var ids []string
+	for i := range 1500 {
+		id := fmt.Sprintf("guid-%04d", i)
+		ids = append(ids, id)
+		if i%3 == 0 {
+			evs = append(evs, journal.Event{Provider: "github", EventID: id, ContentHash: "h", Body: []byte("{}"), Path: "/webhooks/github"})
+		}
+	}
+	if _, err := j.Append(context.Background(), evs); err != nil {
+		t.Fatal(err)
+	}
+	known, err := c.known(context.Background(), "github", ids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(known) != 500 || !known["guid-0000"] || known["guid-0001"] || !known["guid-1497"] {
+		t.Fatalf("%d known, want the 500 journaled", len(known))
 	}
 }

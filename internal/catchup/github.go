@@ -93,7 +93,7 @@ pages:
 	if len(order) == 0 {
 		return nil
 	}
-	known, err := c.opt.Journal.Known(ctx, cfg.Provider, order)
+	known, err := c.known(ctx, cfg.Provider, order)
 	if err != nil {
 		return fmt.Errorf("look the deliveries up in the journal: %w", err)
 	}
