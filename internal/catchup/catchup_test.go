@@ -232,3 +232,98 @@ func TestKnownInChunks(t *testing.T) {
 		t.Fatalf("%d known, want the 500 journaled", len(known))
 	}
 }
+
+// TestGitHubGivesUpAfterThreeRequests: a GUID whose redelivery never
+// arrives is asked for again after one interval, then two, three times in
+// all, then given up on: listed as unarrived, alerted and counted once.
+func TestGitHubGivesUpAfterThreeRequests(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	var (
+		mu    sync.Mutex
+		asked []string
+	)
+	api := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodGet && r.URL.Path == "/repos/acme/app/hooks/7/deliveries":
+			// GitHub could not connect, once; a redelivery is accepted but
+			// never arrives.
+			fmt.Fprint(w, `[{"id":101,"guid":"lost","delivered_at":"`+time.Now().UTC().Format(time.RFC3339)+`","status":"failed to connect to host","status_code":0,"event":"push"}]`)
+		case r.Method == http.MethodPost && r.URL.Path == "/repos/acme/app/hooks/7/deliveries/101/attempts":
+			mu.Lock()
+			asked = append(asked, r.URL.Path)
+			mu.Unlock()
+			w.WriteHeader(http.StatusAccepted)
+			fmt.Fprint(w, `{}`)
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			fmt.Fprint(w, `{"message":"Not Found"}`)
+		}
+	}))
+	t.Cleanup(api.Close)
+	clock := &fakeClock{now: time.Now()}
+	alerts := &gaveUpLog{}
+	c, err := New(Options{
+		Providers: []Config{{Provider: "gh", Kind: KindGitHub, Token: func() (string, error) { return "ghp_x", nil },
+			APIURL: api.URL, Hook: "repos/acme/app/hooks/7", Interval: time.Minute}},
+		Journal: j, Ingest: noIngest{}, Alerts: alerts, Now: clock.Now, Replica: "me",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pass := func() journal.CatchupPass {
+		t.Helper()
+		p, err := c.Run(ctx, "gh", 0, false)
+		if err != nil || p.Error != "" {
+			t.Fatalf("pass: %+v %v", p, err)
+		}
+		return p
+	}
+	// Asked at 0; waits of 1, then 2 intervals; given up after the third
+	// request's wait of 4 intervals.
+	for _, step := range []struct {
+		advance time.Duration
+		asked   int
+	}{
+		{0, 1},
+		{30 * time.Second, 1}, // first wait not over
+		{30 * time.Second, 2}, // one interval: asked again
+		{time.Minute, 2},      // second wait is two intervals
+		{time.Minute, 3},
+		{3 * time.Minute, 3}, // third wait is four intervals
+		{time.Minute, 3},     // over: given up, not asked again
+		{time.Hour, 3},
+	} {
+		clock.add(step.advance)
+		pass()
+		mu.Lock()
+		n := len(asked)
+		mu.Unlock()
+		if n != step.asked {
+			t.Fatalf("after %s more: asked %d times, want %d", step.advance, n, step.asked)
+		}
+	}
+	st, err := c.Status(ctx)
+	if err != nil || len(st) != 1 || len(st[0].Unarrived) != 1 || st[0].Unarrived[0] != "lost" {
+		t.Fatalf("status: %+v (%v), want lost listed as unarrived", st, err)
+	}
+	alerts.mu.Lock()
+	defer alerts.mu.Unlock()
+	if len(alerts.gaveUp) != 1 || alerts.gaveUp[0] != "lost" {
+		t.Fatalf("given-up alerts %v, want lost once", alerts.gaveUp)
+	}
+}
+
+// gaveUpLog records the GUIDs given up on.
+type gaveUpLog struct {
+	alertLog
+	gaveUp []string
+}
+
+func (g *gaveUpLog) GaveUp(_ string, guids []string) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gaveUp = append(g.gaveUp, guids...)
+}

@@ -1,0 +1,76 @@
+package proxy_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/proxy"
+	"github.com/whguard/whguard/verify"
+)
+
+// TestInjectAppliesTheRoute: an event catch-up read from the API is
+// journaled as if it had arrived on its provider's path: marked as
+// catch-up's, JSON, the type filter and the order key applied; a second
+// injection of it is not new; an unknown provider is refused.
+func TestInjectAppliesTheRoute(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "stripe", Scheme: "stripe", Secrets: []string{stripeSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := proxy.ParseOrderKey("/data/object/customer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes:  []proxy.Route{{Path: "/webhooks/stripe", Provider: p, EventTypes: []string{"invoice.*"}, Order: order}},
+		Intake:  newIntake(t, j, nil),
+		Metrics: proxy.NewMetrics(prometheus.NewRegistry()),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	body := func(id, typ string) []byte {
+		return []byte(`{"id":"` + id + `","object":"event","type":"` + typ + `","data":{"object":{"customer":"cus_1"}}}`)
+	}
+	for _, c := range []struct {
+		id, typ string
+		status  journal.Status
+	}{
+		{"evt_paid", "invoice.paid", journal.StatusPending},
+		{"evt_customer", "customer.created", journal.StatusIgnored},
+	} {
+		isNew, err := in.Inject(ctx, "stripe", c.id, c.typ, body(c.id, c.typ))
+		if err != nil || !isNew {
+			t.Fatalf("inject %s: %v %v", c.id, isNew, err)
+		}
+		evs, _, err := j.List(ctx, journal.Filter{Provider: "stripe", EventID: c.id})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%s: %+v %v", c.id, evs, err)
+		}
+		d, err := j.Get(ctx, evs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Source != journal.SourceCatchup || d.Status != c.status || d.Path != "/webhooks/stripe" || d.RawQuery != "" ||
+			d.Headers.Get("Content-Type") != "application/json; charset=utf-8" || d.Scheme != "stripe" || d.Body != string(body(c.id, c.typ)) {
+			t.Errorf("%s journaled as %+v", c.id, d)
+		}
+		if c.status == journal.StatusPending && d.OrderKey == "" {
+			t.Errorf("%s: no order key, want the customer's", c.id)
+		}
+	}
+	if isNew, err := in.Inject(ctx, "stripe", "evt_paid", "invoice.paid", body("evt_paid", "invoice.paid")); err != nil || isNew {
+		t.Errorf("a second injection: new %v, %v", isNew, err)
+	}
+	if _, err := in.Inject(ctx, "github", "x", "", []byte(`{}`)); !errors.Is(err, proxy.ErrNoRoute) {
+		t.Errorf("an unknown provider: %v, want ErrNoRoute", err)
+	}
+}
