@@ -39,12 +39,27 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	guards, orderKeys, orderBlock := make([]string, n), make([]string, n), make([]bool, n)
-	ignored, schemes, sources := make([]bool, n), make([]string, n), make([]string, n)
+	ignored, schemes := make([]bool, n), make([]string, n)
+	// sources stays empty while every event is a plain webhook (nearly
+	// always): unnest pads it with NULLs, read as webhook, and the batch
+	// encodes no array for it.
+	var sources []string
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
-		ignored[i], schemes[i], sources[i] = e.ev.Ignored, e.ev.Scheme, e.ev.sourceArg()
+		ignored[i], schemes[i] = e.ev.Ignored, e.ev.Scheme
+		if arg := e.ev.sourceArg(); arg != SourceWebhook {
+			if sources == nil {
+				sources = make([]string, n)
+				for j := range i {
+					sources[j] = SourceWebhook
+				}
+			}
+			sources[i] = arg
+		} else if sources != nil {
+			sources[i] = arg
+		}
 		if !e.ev.Ignored {
 			// An ignored event takes no place in its key's line: it is
 			// never delivered unless replayed, so it must not hold a key.
@@ -101,18 +116,18 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		newID, oldID *int64
 		oldHash      *string
 		waits        bool
-		source       string
+		catchup      bool
 	)
 	inserted := 0 // new rows
-	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits, &source}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits, &catchup}, func() error {
 		i := ord - 1
 		switch {
 		case newID != nil:
 			inserted++
 			behind[i] = waits
-			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash, catchup: source == SourceCatchup}, true
+			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash, catchup: catchup}, true
 		case oldID != nil:
-			refs[i] = existingRow{id: *oldID, hash: *oldHash, catchup: source == SourceCatchup}
+			refs[i] = existingRow{id: *oldID, hash: *oldHash, catchup: catchup}
 		}
 		return nil
 	})
@@ -311,7 +326,8 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 // unique index can refuse the row: ON CONFLICT has no target; an
 // ignored one, $17, as status ignored and never leased; the scheme it was
 // verified with, $18, with its payload; how it came in, $19, where
-// 'asked' means catch-up when catch-up asked the provider for its id),
+// 'asked' means catch-up when catch-up asked the provider for its id; empty
+// when every event is a webhook),
 // NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
@@ -319,7 +335,8 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 const sqlAppend = `
 WITH input AS (
     SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked,
-           CASE WHEN b.source_arg <> 'asked' THEN b.source_arg
+           CASE WHEN b.source_arg IS NULL THEN 'webhook'
+                WHEN b.source_arg <> 'asked' THEN b.source_arg
                 WHEN EXISTS (SELECT 1 FROM whguard_catchup_requests r
                              WHERE r.provider = b.provider AND r.guid = b.event_id) THEN 'catchup'
                 ELSE 'webhook' END AS source
@@ -365,7 +382,7 @@ WITH input AS (
 ), note AS (
     SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
 )
-SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind, coalesce(ev.source, input.source)
+SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind, coalesce(ev.source, input.source) = 'catchup'
 FROM input
 LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
 LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
