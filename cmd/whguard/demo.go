@@ -212,6 +212,8 @@ func (d *demoRun) sign(secret, id string, body []byte) http.Header {
 type answer struct {
 	status int
 	body   string
+	// err is why there was no answer (status 0).
+	err string
 }
 
 func (d *demoRun) post(h http.Header, body []byte) answer {
@@ -219,11 +221,11 @@ func (d *demoRun) post(h http.Header, body []byte) answer {
 	req.Header = h
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return answer{}
+		return answer{err: err.Error()}
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return answer{resp.StatusCode, string(b)}
+	return answer{status: resp.StatusCode, body: string(b)}
 }
 
 func orderBody(typ, order string) []byte {
@@ -258,8 +260,15 @@ func countStatuses(as []answer) string {
 func (d *demoRun) run(ctx context.Context, w io.Writer, keep bool) bool {
 	start := time.Now()
 	var steps []step
+	// noAnswer is the first reason a request got no answer, for the report.
+	var noAnswer string
 	check := func(what string, as []answer, ok bool) {
 		steps = append(steps, step{what, countStatuses(as), ok})
+		for _, a := range as {
+			if a.status == 0 && noAnswer == "" {
+				noAnswer = a.err
+			}
+		}
 	}
 	allStatus := func(as []answer, status int) bool {
 		for _, a := range as {
@@ -365,6 +374,9 @@ func (d *demoRun) run(ctx context.Context, w io.Writer, keep bool) bool {
 			allOK = false
 		}
 		fmt.Fprintf(w, "  %-56s %-22s %s\n", s.what, s.got, mark)
+	}
+	if noAnswer != "" {
+		fmt.Fprintf(w, "  (no answer: %s)\n", noAnswer)
 	}
 
 	fmt.Fprintln(w, "\nWhat the backend applied (stateChanges: how many times it really changed each order;")

@@ -590,7 +590,7 @@ func TestDemo(t *testing.T) {
 
 func TestDemoKeep(t *testing.T) {
 	t.Parallel()
-	p := start(t, binary, nil, "demo", "--keep")
+	p := start(t, binary, []string{"PATH=" + os.Getenv("PATH")}, "demo", "--keep")
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(p.out.String(), "Still running") {
 		if time.Now().After(deadline) {
@@ -599,6 +599,15 @@ func TestDemoKeep(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	out := p.out.String()
+	if strings.Contains(out, "UNEXPECTED") {
+		// The log is still there until Ctrl-C: it says what whguard saw.
+		if i := strings.Index(out, "whguard's log  "); i >= 0 {
+			path := strings.Fields(out[i+len("whguard's log  "):])[0]
+			b, err := os.ReadFile(path)
+			t.Fatalf("demo report has UNEXPECTED; whguard's log (%v):\n%s", err, tail(string(b), 6000))
+		}
+		t.Fatal("demo report has UNEXPECTED and names no log")
+	}
 	i := strings.Index(out, "web inspector  ")
 	if i < 0 {
 		t.Fatalf("no inspector URL:\n%s", out)
