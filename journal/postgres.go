@@ -87,14 +87,23 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	pc.MaxConns = cmp.Or(cfg.MaxConns, 16)
 	pc.ConnConfig.ConnectTimeout = cmp.Or(pc.ConnConfig.ConnectTimeout, 5*time.Second)
 	// The hot pools run generic plans, the general pool custom ones
-	// (postgres_plans.go says why); a plan_cache_mode in WHGUARD_DATABASE_URL wins
-	// in every pool.
+	// (postgres_plans.go says why), and the hot pools never JIT-compile; a
+	// plan_cache_mode or jit in WHGUARD_DATABASE_URL wins in every pool.
 	_, urlSetsPlans := pc.ConnConfig.RuntimeParams["plan_cache_mode"]
+	_, urlSetsJIT := pc.ConnConfig.RuntimeParams["jit"]
 	hotConfig := func(conns int32) *pgxpool.Config {
 		c := pc.Copy()
 		c.MaxConns = conns
 		if !urlSetsPlans {
 			c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
+		}
+		if !urlSetsJIT {
+			// A generic plan costs LIMIT $1 as a tenth of the table, so
+			// past about 80 000 waiting rows the lease's cost crosses
+			// jit_above_cost and every lease was JIT-compiled: tens of
+			// milliseconds of PostgreSQL's CPU for a statement that runs
+			// in half of one (postgres_plans.go).
+			c.ConnConfig.RuntimeParams["jit"] = "off"
 		}
 		return c
 	}
