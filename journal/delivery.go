@@ -95,6 +95,14 @@ type Finish struct {
 	Attempt   Attempt
 }
 
+// onEventRow reports whether f's attempt is recorded on its event's row
+// rather than in the attempts table: the first attempt, delivered. That
+// is most events' only attempt, so the happy path writes no attempt row;
+// the table keeps retries, failures and replays (docs/journal.md).
+func (f Finish) onEventRow() bool {
+	return f.Status == StatusDone && f.Attempt.Number == 1 && f.Attempt.Error == ""
+}
+
 // MaxExcerptBytes bounds the response excerpt stored with one attempt.
 const MaxExcerptBytes = 1024
 

@@ -37,3 +37,15 @@ const SQLiteReap = sqliteReap
 func ListBounded(ctx context.Context, s Store, f Filter, bound time.Duration) ([]Summary, int64, error) {
 	return listBounded(ctx, s.(dialect), f, bound)
 }
+
+// AttemptRows counts an event's rows in whguard_attempts, on either store.
+func AttemptRows(ctx context.Context, s Store, eventRowID int64) (n int64, err error) {
+	const q = `SELECT count(*) FROM whguard_attempts WHERE event_row_id = `
+	switch st := s.(type) {
+	case *Postgres:
+		err = st.pool.QueryRow(ctx, q+`$1`, eventRowID).Scan(&n)
+	case *SQLite:
+		err = st.r.QueryRowContext(ctx, q+`?`, eventRowID).Scan(&n)
+	}
+	return n, err
+}

@@ -44,7 +44,9 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 // Complete records outcomes, each only where the row's id and lease token
 // still match: a worker whose lease expired (and was handed to another)
 // changes nothing. The attempt is recorded with the state change, in the
-// same statement. It returns the ids whose outcome took effect.
+// same statement: on the event's row when it is the first and delivered
+// (Finish.onEventRow), else as a row of whguard_attempts. It returns the
+// ids whose outcome took effect.
 func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 	if len(fs) == 0 {
 		return nil, nil
@@ -56,16 +58,18 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
 	started := make([]time.Time, n)
 	errs, excerpts := make([]string, n), make([]string, n)
+	onRow := make([]bool, n)
 	for i, f := range fs {
 		f = f.storable()
 		ids[i], tokens[i], statuses[i], lastErrs[i] = f.ID, pgUUID(f.LeaseToken), string(f.Status), f.LastError
 		retryIn[i] = f.RetryIn.Seconds()
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
+		onRow[i] = f.onEventRow()
 	}
 	var done []int64
 	err := p.queue.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
-		numbers, started, durations, codes, errs, excerpts).Scan(&done)
+		numbers, started, durations, codes, errs, excerpts, onRow).Scan(&done)
 	if err != nil {
 		return nil, fmt.Errorf("complete %d deliveries: %w", n, err)
 	}
@@ -240,11 +244,15 @@ ORDER BY l.id`
 const sqlComplete = `
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
-                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[])
-           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt)
+                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[], $12::bool[])
+           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt, on_row)
 ), upd AS (
     UPDATE whguard_events ev
     SET status = f.status,
+        first_started_at = CASE WHEN f.on_row THEN f.started_at ELSE ev.first_started_at END,
+        first_duration_ms = CASE WHEN f.on_row THEN f.duration_ms ELSE ev.first_duration_ms END,
+        first_status_code = CASE WHEN f.on_row THEN f.status_code ELSE ev.first_status_code END,
+        first_excerpt = CASE WHEN f.on_row THEN f.excerpt ELSE ev.first_excerpt END,
         next_attempt_at = CASE WHEN f.status = 'retry' THEN now() + make_interval(secs => f.retry_in) ELSE ev.next_attempt_at END,
         last_error = f.last_error,
         hold_reason = '',
@@ -265,6 +273,7 @@ WITH f AS (
     INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
     SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
     FROM f JOIN upd ON upd.id = f.id
+    WHERE NOT f.on_row
 )
 SELECT coalesce(array_agg(id), '{}') FROM upd`
 

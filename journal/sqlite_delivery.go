@@ -76,8 +76,10 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				orderKey sql.NullString
 				holds    bool
 			)
+			a := f.Attempt
 			err := tx.QueryRowContext(ctx, sqliteComplete,
-				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:]).Scan(&provider, &orderKey, &holds)
+				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:],
+				f.onEventRow(), a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.ResponseExcerpt).Scan(&provider, &orderKey, &holds)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // the lease was lost
 			}
@@ -90,7 +92,9 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				}
 			}
 			done = append(done, f.ID)
-			a := f.Attempt
+			if f.onEventRow() {
+				continue // recorded on its row by sqliteComplete
+			}
 			if _, err := tx.ExecContext(ctx, sqliteInsertAttempt, f.ID, a.Number, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.Error, a.ResponseExcerpt); err != nil {
 				return fmt.Errorf("record attempt of event %d: %w", f.ID, err)
 			}
@@ -209,7 +213,11 @@ RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token
 UPDATE whguard_events
 SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?3, hold_reason = '',
     lease_token = NULL, lease_expires_at = NULL, updated_at = ?4,
-    order_holds = order_holds AND (?1 = 'retry' OR (?1 = 'dead' AND order_block))
+    order_holds = order_holds AND (?1 = 'retry' OR (?1 = 'dead' AND order_block)),
+    first_started_at = CASE WHEN ?7 THEN ?8 ELSE first_started_at END,
+    first_duration_ms = CASE WHEN ?7 THEN ?9 ELSE first_duration_ms END,
+    first_status_code = CASE WHEN ?7 THEN ?10 ELSE first_status_code END,
+    first_excerpt = CASE WHEN ?7 THEN ?11 ELSE first_excerpt END
 WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'
 RETURNING provider, order_key, order_holds`
 	// sqliteUnparkNext makes due the row next in line after a row that
