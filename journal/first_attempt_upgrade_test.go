@@ -2,12 +2,8 @@ package journal_test
 
 import (
 	"context"
-	"database/sql"
-	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/whguard/whguard/internal/testdb"
 	"github.com/whguard/whguard/journal"
@@ -23,69 +19,19 @@ func TestFirstAttemptUpgrade(t *testing.T) {
 	for _, store := range testdb.Stores {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			var j journal.Store
-			switch store {
-			case "postgres":
-				u, drop, err := testdb.Create(ctx, "firstup")
-				if err != nil {
-					t.Fatal(err)
+			j := journalBefore(t, store, 18, func(exec func(string, ...any)) {
+				if store == "postgres" {
+					exec(`INSERT INTO whguard_events (id, provider, event_id, content_hash, status, attempts) VALUES (1, 'p', 'old', 'h', 'done', 1)`)
+					exec(`INSERT INTO whguard_payloads (event_row_id, headers, body, path) VALUES (1, '{}', '\x7b7d', '/p')`)
+					exec(`INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, response_excerpt) VALUES (1, 1, now(), 5, 200, 'ok')`)
+					exec(`SELECT setval('whguard_events_id_seq', 1)`)
+					return
 				}
-				t.Cleanup(drop)
-				conn, err := pgx.Connect(ctx, u)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close(ctx)
-				exec := func(q string, args ...any) {
-					t.Helper()
-					if _, err := conn.Exec(ctx, q, args...); err != nil {
-						t.Fatalf("%.60s: %v", q, err)
-					}
-				}
-				exec(`CREATE TABLE whguard_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-				applyBefore(t, "migrations/postgres", 18, func(v int, name, sql string) {
-					exec(sql)
-					exec(`INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, v, name)
-				})
-				exec(`INSERT INTO whguard_events (id, provider, event_id, content_hash, status, attempts) VALUES (1, 'p', 'old', 'h', 'done', 1)`)
-				exec(`INSERT INTO whguard_payloads (event_row_id, headers, body, path) VALUES (1, '{}', '\x7b7d', '/p')`)
-				exec(`INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, response_excerpt) VALUES (1, 1, now(), 5, 200, 'ok')`)
-				exec(`SELECT setval('whguard_events_id_seq', 1)`)
-				pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(pg.Close)
-				j = pg
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "whguard.db")
-				raw, err := sql.Open("sqlite", "file:"+path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				exec := func(q string, args ...any) {
-					t.Helper()
-					if _, err := raw.ExecContext(ctx, q, args...); err != nil {
-						t.Fatalf("%.60s: %v", q, err)
-					}
-				}
-				exec(`CREATE TABLE whguard_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-				applyBefore(t, "migrations/sqlite", 18, func(v int, name, sql string) {
-					exec(sql)
-					exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, v, name)
-				})
 				exec(`INSERT INTO whguard_events (id, provider, event_id, content_hash, status, attempts, next_attempt_at, received_at, updated_at)
 					VALUES (1, 'p', 'old', 'h', 'done', 1, 0, 0, 0)`)
 				exec(`INSERT INTO whguard_payloads (event_row_id, headers, body, path) VALUES (1, '{}', x'7b7d', '/p')`)
 				exec(`INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, response_excerpt) VALUES (1, 1, 0, 5, 200, 'ok')`)
-				raw.Close()
-				s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(s.Close)
-				j = s
-			}
+			})
 			if applied, err := j.Migrate(ctx); err != nil || len(applied) == 0 || applied[0] != 18 {
 				t.Fatalf("migrate: applied %v, %v; want from 18", applied, err)
 			}

@@ -27,67 +27,17 @@ func TestOrderKeysRekeyedOnUpgrade(t *testing.T) {
 	for _, store := range testdb.Stores {
 		t.Run(store, func(t *testing.T) {
 			t.Parallel()
-			var j journal.Store
-			switch store {
-			case "postgres":
-				u, drop, err := testdb.Create(ctx, "rekey")
-				if err != nil {
-					t.Fatal(err)
+			// Rows as the version before left them: one in line under a
+			// plain key, one under a key it already stored as a digest.
+			j := journalBefore(t, store, 16, func(exec func(string, ...any)) {
+				if store == "postgres" {
+					exec(`INSERT INTO whguard_events (provider, event_id, content_hash, status, order_key, order_holds)
+						VALUES ('p', 'old-plain', 'h', 'pending', 'sub_1', TRUE), ('p', 'old-long', 'h', 'pending', '` + long + `', TRUE)`)
+					return
 				}
-				t.Cleanup(drop)
-				conn, err := pgx.Connect(ctx, u)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close(ctx)
-				exec := func(q string, args ...any) {
-					t.Helper()
-					if _, err := conn.Exec(ctx, q, args...); err != nil {
-						t.Fatalf("%.60s: %v", q, err)
-					}
-				}
-				exec(`CREATE TABLE whguard_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
-				applyBefore(t, "migrations/postgres", 16, func(v int, name, sql string) {
-					exec(sql)
-					exec(`INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, v, name)
-				})
-				// Rows as the version before left them: one in line under a
-				// plain key, one under a key it already stored as a digest.
-				exec(`INSERT INTO whguard_events (provider, event_id, content_hash, status, order_key, order_holds)
-					VALUES ('p', 'old-plain', 'h', 'pending', 'sub_1', TRUE), ('p', 'old-long', 'h', 'pending', '` + long + `', TRUE)`)
-				pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(pg.Close)
-				j = pg
-			case "sqlite":
-				path := filepath.Join(t.TempDir(), "whguard.db")
-				raw, err := sql.Open("sqlite", "file:"+path)
-				if err != nil {
-					t.Fatal(err)
-				}
-				exec := func(q string, args ...any) {
-					t.Helper()
-					if _, err := raw.ExecContext(ctx, q, args...); err != nil {
-						t.Fatalf("%.60s: %v", q, err)
-					}
-				}
-				exec(`CREATE TABLE whguard_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
-				applyBefore(t, "migrations/sqlite", 16, func(v int, name, sql string) {
-					exec(sql)
-					exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, v, name)
-				})
 				exec(`INSERT INTO whguard_events (provider, event_id, content_hash, status, next_attempt_at, received_at, updated_at, order_key, order_holds)
 					VALUES ('p', 'old-plain', 'h', 'pending', 0, 0, 0, 'sub_1', 1), ('p', 'old-long', 'h', 'pending', 0, 0, 0, '` + long + `', 1)`)
-				raw.Close()
-				s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(s.Close)
-				j = s
-			}
+			})
 			if _, err := j.Migrate(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -102,6 +52,70 @@ func TestOrderKeysRekeyedOnUpgrade(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// journalBefore makes a journal of store as the version before migration
+// version left it (the migration files below it applied by hand and
+// recorded), lets seed write rows into it, and opens it unmigrated.
+func journalBefore(t *testing.T, store string, version int, seed func(exec func(q string, args ...any))) journal.Store {
+	t.Helper()
+	ctx := context.Background()
+	switch store {
+	case "postgres":
+		u, drop, err := testdb.Create(ctx, "before")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(drop)
+		conn, err := pgx.Connect(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := conn.Exec(ctx, q, args...); err != nil {
+				t.Fatalf("%.60s: %v", q, err)
+			}
+		}
+		exec(`CREATE TABLE whguard_schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+		applyBefore(t, "migrations/postgres", version, func(v int, name, sql string) {
+			exec(sql)
+			exec(`INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, v, name)
+		})
+		seed(exec)
+		pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pg.Close)
+		return pg
+	default:
+		path := filepath.Join(t.TempDir(), "whguard.db")
+		raw, err := sql.Open("sqlite", "file:"+path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		exec := func(q string, args ...any) {
+			t.Helper()
+			if _, err := raw.ExecContext(ctx, q, args...); err != nil {
+				t.Fatalf("%.60s: %v", q, err)
+			}
+		}
+		exec(`CREATE TABLE whguard_schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)`)
+		applyBefore(t, "migrations/sqlite", version, func(v int, name, sql string) {
+			exec(sql)
+			exec(`INSERT INTO whguard_schema_migrations VALUES (?, ?, 0)`, v, name)
+		})
+		seed(exec)
+		raw.Close()
+		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Close)
+		return s
 	}
 }
 
