@@ -3,8 +3,8 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -33,8 +33,9 @@ func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start t
 // reply answers and records the request; fields are added to the log line
 // of a refusal.
 func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time, fields ...zap.Field) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(body)))
+	h := w.Header()
+	h["Content-Type"] = jsonContentType // canonical names, set without a Set's allocation
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	in.metrics.observeIngress(provider, result, in.now().Sub(start))
@@ -42,6 +43,10 @@ func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status 
 		in.log.Info("webhook refused", append([]zap.Field{zap.String("provider", provider), zap.String("result", result), zap.Int("status", status)}, fields...)...)
 	}
 }
+
+// jsonContentType is every answer's Content-Type value, shared: a header
+// value slice of capacity 1, so an Add to it elsewhere copies it first.
+var jsonContentType = []string{"application/json"}
 
 // maxLoggedPath bounds the request path in a log line: a path is chosen by
 // whoever sends the request.

@@ -15,15 +15,35 @@ import (
 // every attempt and replay carries them. Frameworks that redirect to HTTPS
 // or check allowed hosts (Rails force_ssl, Django ALLOWED_HOSTS) read them.
 func withForwarded(r *http.Request) http.Header {
-	h := r.Header.Clone()
+	// One map sized for the four headers added, and one backing array for
+	// every value, those four included: a Clone followed by four Sets grew
+	// the map and allocated a slice per Set on every webhook.
+	const added = 4
+	nv := added
+	for _, vs := range r.Header {
+		nv += len(vs)
+	}
+	sv := make([]string, nv)
+	h := make(http.Header, len(r.Header)+added)
+	for k, vs := range r.Header {
+		n := copy(sv, vs)
+		h[k] = sv[:n:n]
+		sv = sv[n:]
+	}
+	// set replaces a header's values with v; name is canonical.
+	set := func(name, v string) {
+		sv[0] = v
+		h[name] = sv[:1:1]
+		sv = sv[1:]
+	}
 	client, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
 		client = r.RemoteAddr
 	}
 	if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
-		h.Set("X-Forwarded-For", strings.Join(prior, ", ")+", "+client)
+		set("X-Forwarded-For", strings.Join(prior, ", ")+", "+client)
 	} else {
-		h.Set("X-Forwarded-For", client)
+		set("X-Forwarded-For", client)
 	}
 	proto := h.Get("X-Forwarded-Proto")
 	if proto == "" {
@@ -31,18 +51,18 @@ func withForwarded(r *http.Request) http.Header {
 		if r.TLS != nil {
 			proto = "https"
 		}
-		h.Set("X-Forwarded-Proto", proto)
+		set("X-Forwarded-Proto", proto)
 	}
 	host := h.Get("X-Forwarded-Host")
 	if host == "" {
 		host = r.Host
-		h.Set("X-Forwarded-Host", host)
+		set("X-Forwarded-Host", host)
 	}
 	elem := "for=" + forwardedNode(client) + ";host=" + quoteForwarded(host) + ";proto=" + quoteForwarded(proto)
 	if prior := h.Values("Forwarded"); len(prior) > 0 {
 		elem = strings.Join(prior, ", ") + ", " + elem
 	}
-	h.Set("Forwarded", elem)
+	set("Forwarded", elem)
 	return h
 }
 

@@ -791,8 +791,13 @@ func TestForwardedHeadersJournaled(t *testing.T) {
 	h := signStandard("msg_fwd", time.Now(), body)
 	h.Set("X-Forwarded-For", "203.0.113.9")
 	h.Set("X-Forwarded-Proto", "https")
-	if r := f.post(t, "/webhooks/std", h, body); r.status != http.StatusAccepted {
+	r := f.post(t, "/webhooks/std", h, body)
+	if r.status != http.StatusAccepted {
 		t.Fatalf("%+v", r)
+	}
+	// The answer itself: JSON, its length declared.
+	if ct, cl := r.header.Get("Content-Type"), r.header.Get("Content-Length"); ct != "application/json" || cl != strconv.Itoa(len(r.body)) {
+		t.Errorf("answer headers: Content-Type %q, Content-Length %q for a %d-byte body", ct, cl, len(r.body))
 	}
 	d := f.detail(t, f.events(t)[0].ID)
 	host := strings.TrimPrefix(f.srv.URL, "http://")
