@@ -363,16 +363,3 @@ WITH skipped AS (
     SELECT id, 'skip', 'dead', $2 FROM skipped
 )
 SELECT EXISTS (SELECT 1 FROM skipped), EXISTS (SELECT 1 FROM whguard_events WHERE id = $1)`
-
-// sqlAttemptsOf lists an event's attempts: a first attempt that delivered
-// is kept on the event's row (migration 0018), every other in
-// whguard_attempts.
-const sqlAttemptsOf = `
-SELECT number, started_at, duration_ms, status_code, error, response_excerpt FROM (
-    SELECT 1 AS number, first_started_at AS started_at, first_duration_ms AS duration_ms,
-           first_status_code AS status_code, '' AS error, coalesce(first_excerpt, '') AS response_excerpt, 0::bigint AS id
-    FROM whguard_events WHERE id = $1 AND first_started_at IS NOT NULL
-    UNION ALL
-    SELECT number, started_at, duration_ms, status_code, error, response_excerpt, id
-    FROM whguard_attempts WHERE event_row_id = $1) a
-ORDER BY number, id`

@@ -76,10 +76,10 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				orderKey sql.NullString
 				holds    bool
 			)
-			a := f.Attempt
+			a, onRow := f.Attempt, f.onEventRow()
 			err := tx.QueryRowContext(ctx, sqliteComplete,
 				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:],
-				f.onEventRow(), a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.ResponseExcerpt).Scan(&provider, &orderKey, &holds)
+				onRow, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.ResponseExcerpt).Scan(&provider, &orderKey, &holds)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // the lease was lost
 			}
@@ -92,7 +92,7 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				}
 			}
 			done = append(done, f.ID)
-			if f.onEventRow() {
+			if onRow {
 				continue // recorded on its row by sqliteComplete
 			}
 			if _, err := tx.ExecContext(ctx, sqliteInsertAttempt, f.ID, a.Number, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.Error, a.ResponseExcerpt); err != nil {

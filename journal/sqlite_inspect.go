@@ -170,15 +170,7 @@ SELECT ev.order_holds, coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.
 FROM whguard_events ev WHERE ev.id = ?`, id).Scan(&d.HoldsKey, &d.WaitingFor); err != nil {
 		return nil, pl, fmt.Errorf("read order state of event %d: %w", id, err)
 	}
-	rows, err := s.r.QueryContext(ctx, `
-SELECT number, started_at, duration_ms, status_code, error, response_excerpt FROM (
-    SELECT 1 AS number, first_started_at AS started_at, first_duration_ms AS duration_ms,
-           first_status_code AS status_code, '' AS error, coalesce(first_excerpt, '') AS response_excerpt, 0 AS id
-    FROM whguard_events WHERE id = ?1 AND first_started_at IS NOT NULL
-    UNION ALL
-    SELECT number, started_at, duration_ms, status_code, error, response_excerpt, id
-    FROM whguard_attempts WHERE event_row_id = ?1)
-ORDER BY number, id`, id) // a first attempt that delivered is on the event's row (sqlAttemptsOf)
+	rows, err := s.r.QueryContext(ctx, sqlAttemptsOf, id)
 	if err != nil {
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
