@@ -101,11 +101,10 @@ func TestLargeBacklogLeaseIsNotCompiled(t *testing.T) {
 	if err := cc.QueryRow(ctx, `SHOW jit`).Scan(&jit); err != nil {
 		t.Fatal(err)
 	}
-	plan := explain(cc, "EXPLAIN EXECUTE control(64, 60)")
-	if jit == "on" && !strings.Contains(plan, "JIT:") {
-		t.Fatalf("control: with jit on, the generic lease plan was expected to be compiled:\n%s", plan)
-	}
 	if jit != "on" {
-		t.Logf("this server runs with jit=%s: the control shows nothing", jit)
+		t.Skipf("this server runs with jit=%s: the hot pools' setting cannot be told apart from it", jit)
+	}
+	if plan := explain(cc, "EXPLAIN EXECUTE control(64, 60)"); !strings.Contains(plan, "JIT:") {
+		t.Fatalf("control: with jit on, the generic lease plan was expected to be compiled:\n%s", plan)
 	}
 }
