@@ -98,10 +98,14 @@ func (h *harness) throughput(ctx context.Context, server string, n int) Result {
 		return Result{Server: server, Mode: "throughput", Failed: err.Error()}
 	}
 	defer drop()
+	var walFrom string
+	if strings.HasPrefix(dbURL, "postgres") {
+		walFrom = walPosition(ctx, dbURL)
+	}
 	r := h.throughputOn(ctx, server, dbURL, n)
 	if r.Failed == "" && strings.HasPrefix(dbURL, "postgres") {
 		// The server has stopped: every statement it ran is counted.
-		st, err := readStatements(ctx, dbURL)
+		st, err := readStatements(ctx, dbURL, walFrom)
 		if err != nil {
 			progress("  %v", err)
 		}

@@ -26,6 +26,17 @@ type Statements struct {
 	WALRecords int64       `json:"wal_records"`
 	WALBytes   int64       `json:"wal_bytes"`
 	Top        []Statement `json:"top"`
+	// WAL is the whole server's WAL over the run by record type, read
+	// with pg_walinspect: what the statements' totals are made of, commit
+	// records, index splits, pruning and autovacuum included.
+	WAL []WALType `json:"wal_by_type,omitempty"`
+}
+
+// WALType is one WAL record type's count and size over a run.
+type WALType struct {
+	Type    string `json:"type"` // resource manager/record type, as pg_walinspect names it
+	Records int64  `json:"records"`
+	Bytes   int64  `json:"bytes"` // records and full-page images
 }
 
 // Statement is one normalized statement's totals over a run.
@@ -44,9 +55,28 @@ var statementTables = []string{"whguard_events", "naive_events"}
 
 var spaces = regexp.MustCompile(`\s+`)
 
+// walPosition is the server's current WAL insert position, the start of
+// a run's WAL by type, or "" when the server does not load
+// pg_stat_statements (only the throwaway server of bench-statements,
+// which nothing else writes to, is read this way).
+func walPosition(ctx context.Context, dbURL string) string {
+	conn, err := pgx.Connect(ctx, dbURL)
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	var lsn string
+	if err := conn.QueryRow(ctx, `SELECT CASE WHEN current_setting('shared_preload_libraries') LIKE '%pg_stat_statements%'
+		THEN pg_current_wal_insert_lsn()::text ELSE '' END`).Scan(&lsn); err != nil {
+		return ""
+	}
+	return lsn
+}
+
 // readStatements reads dbURL's statements, or nil when the server does
-// not load pg_stat_statements.
-func readStatements(ctx context.Context, dbURL string) (*Statements, error) {
+// not load pg_stat_statements; with walFrom set, also the WAL written
+// since then by record type.
+func readStatements(ctx context.Context, dbURL, walFrom string) (*Statements, error) {
 	conn, err := pgx.Connect(ctx, dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("read statements: %w", err)
@@ -104,7 +134,36 @@ func readStatements(ctx context.Context, dbURL string) (*Statements, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read statements: %w", err)
 	}
+	if walFrom != "" {
+		if st.WAL, err = readWALTypes(ctx, conn, walFrom); err != nil {
+			return nil, err
+		}
+	}
 	return st, nil
+}
+
+// readWALTypes is the WAL written since from, by record type, most
+// records first.
+func readWALTypes(ctx context.Context, conn *pgx.Conn, from string) ([]WALType, error) {
+	if _, err := conn.Exec(ctx, `CREATE EXTENSION IF NOT EXISTS pg_walinspect`); err != nil {
+		return nil, fmt.Errorf("read WAL by type: %w", err)
+	}
+	rows, err := conn.Query(ctx, `
+		SELECT "resource_manager/record_type", count, combined_size
+		FROM pg_get_wal_stats($1::pg_lsn, pg_current_wal_flush_lsn(), true)
+		WHERE count > 0 ORDER BY count DESC`, from)
+	if err != nil {
+		return nil, fmt.Errorf("read WAL by type: %w", err)
+	}
+	var w WALType
+	types, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (WALType, error) {
+		err := row.Scan(&w.Type, &w.Records, &w.Bytes)
+		return w, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read WAL by type: %w", err)
+	}
+	return types, nil
 }
 
 // printStatements writes each closed-loop run's top statements, per
@@ -143,4 +202,23 @@ func printStatements(w io.Writer, results []Result) {
 		}
 	}
 	tw.Flush()
+	for _, r := range results {
+		st := r.Statements
+		if st == nil || st.Events == 0 || len(st.WAL) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\nWAL BY RECORD TYPE, %s (the whole server over the run, per distinct event journaled)\n", r.Server)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "records/event\tbytes/event\ttype\t")
+		var n, b int64
+		for _, t := range st.WAL {
+			n += t.Records
+			b += t.Bytes
+			if float64(t.Records)/float64(st.Events) >= 0.01 {
+				fmt.Fprintf(tw, "%.2f\t%.0f\t%s\t\n", float64(t.Records)/float64(st.Events), float64(t.Bytes)/float64(st.Events), t.Type)
+			}
+		}
+		fmt.Fprintf(tw, "%.2f\t%.0f\t(all)\t\n", float64(n)/float64(st.Events), float64(b)/float64(st.Events))
+		tw.Flush()
+	}
 }
