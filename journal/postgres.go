@@ -212,6 +212,12 @@ func isUndefinedTable(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
 }
 
+// isUniqueViolation reports a PostgreSQL unique_violation.
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}
+
 // isDataError reports a PostgreSQL data exception (SQLSTATE class 22: a
 // value the database refuses, such as an invalid byte sequence).
 func isDataError(err error) bool {

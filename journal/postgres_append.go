@@ -14,10 +14,11 @@ import (
 
 // Append journals a batch of events in one transaction and says, for each
 // event, whether it was new, a duplicate or a conflict. Only the unique
-// constraint decides: INSERT … ON CONFLICT DO NOTHING, then the existing
-// rows' content hashes for the keys that were not inserted. Nothing is
-// committed when an error is returned, and then no event may be
-// acknowledged.
+// constraint decides: an INSERT of the keys the statement does not see,
+// run again as INSERT … ON CONFLICT DO NOTHING when the constraint refuses
+// it, then the existing rows' content hashes for the keys that were not
+// inserted. Nothing is committed when an error is returned, and then no
+// event may be acknowledged.
 //
 // The batch is sorted by key and in-batch duplicates are folded before the
 // statement, so concurrent batches take index locks in the same order and
@@ -92,55 +93,20 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	// every key that was not new. Under load the CPU is shared with
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
-	var q interface {
-		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-	} = p.ingest
-	tx, err := p.lockOrderKeys(ctx, providers, orderKeys)
+	args := []any{providers, ids, types, hashes, received, headers, bodies, paths, queries,
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources}
+	ins, err := p.insertBatch(ctx, sqlAppend, providers, orderKeys, entries, args)
+	if isUniqueViolation(err) {
+		// A concurrent batch committed one of these keys after this
+		// statement's snapshot: the constraint refused the plain insert
+		// (nothing of it is committed). The same batch with ON CONFLICT
+		// DO NOTHING waits for no one and sorts new keys from old.
+		ins, err = p.insertBatch(ctx, sqlAppendOnConflict, providers, orderKeys, entries, args)
+	}
 	if err != nil {
 		return p.appendFailed(ctx, events, err)
 	}
-	if tx != nil {
-		q = tx
-		defer tx.Rollback(context.WithoutCancel(ctx)) // a no-op once committed
-	}
-	rows, err := q.Query(ctx, sqlAppend, providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources)
-	if err != nil {
-		return nil, fmt.Errorf("append %d events: %w", len(events), err)
-	}
-	defer rows.Close()
-	refs := make([]existingRow, n)
-	isNew, behind := make([]bool, n), make([]bool, n)
-	var (
-		ord          int64
-		newID, oldID *int64
-		oldHash      *string
-		waits        bool
-		catchup      bool
-	)
-	inserted := 0 // new rows
-	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits, &catchup}, func() error {
-		i := ord - 1
-		switch {
-		case newID != nil:
-			inserted++
-			behind[i] = waits
-			refs[i], isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash, catchup: catchup}, true
-		case oldID != nil:
-			refs[i] = existingRow{id: *oldID, hash: *oldHash, catchup: catchup}
-		}
-		return nil
-	})
-	if err == nil && tx != nil {
-		err = tx.Commit(ctx)
-	}
-	if err != nil {
-		if tx != nil {
-			// Before any retry: its order-key locks would stop the retry.
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-		return p.appendFailed(ctx, events, err)
-	}
+	refs, isNew, behind, inserted := ins.refs, ins.isNew, ins.behind, ins.inserted
 
 	if inserted > 0 && notify != "" {
 		p.lastNotify.Store(notifyAt)
@@ -222,6 +188,65 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		}
 	}
 	return results, nil
+}
+
+// insertedBatch is what one run of the append's statement found: for each
+// entry of the batch, its row (zero when the statement saw none), whether
+// the statement inserted it, and whether it waits behind its order key.
+type insertedBatch struct {
+	refs          []existingRow
+	isNew, behind []bool
+	inserted      int
+}
+
+// insertBatch runs stmt (sqlAppend or sqlAppendOnConflict) over the
+// batch's arguments and commits it, in a transaction holding the batch's
+// order-key locks when it has ordered events. An error means nothing of
+// it is committed.
+func (p *Postgres) insertBatch(ctx context.Context, stmt string, providers, orderKeys []string, entries []*batchEntry, args []any) (insertedBatch, error) {
+	n := len(entries)
+	out := insertedBatch{refs: make([]existingRow, n), isNew: make([]bool, n), behind: make([]bool, n)}
+	var q interface {
+		Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	} = p.ingest
+	tx, err := p.lockOrderKeys(ctx, providers, orderKeys)
+	if err != nil {
+		return out, err
+	}
+	if tx != nil {
+		q = tx
+		// A no-op once committed; before any retry otherwise, whose
+		// order-key locks this one would hold.
+		defer tx.Rollback(context.WithoutCancel(ctx))
+	}
+	rows, err := q.Query(ctx, stmt, args...)
+	if err != nil {
+		return out, err
+	}
+	defer rows.Close()
+	var (
+		ord          int64
+		newID, oldID *int64
+		oldHash      *string
+		waits        bool
+		catchup      bool
+	)
+	_, err = pgx.ForEachRow(rows, []any{&ord, &newID, &oldID, &oldHash, &waits, &catchup}, func() error {
+		i := ord - 1
+		switch {
+		case newID != nil:
+			out.inserted++
+			out.behind[i] = waits
+			out.refs[i], out.isNew[i] = existingRow{id: *newID, hash: entries[i].ev.ContentHash, catchup: catchup}, true
+		case oldID != nil:
+			out.refs[i] = existingRow{id: *oldID, hash: *oldHash, catchup: catchup}
+		}
+		return nil
+	})
+	if err == nil && tx != nil {
+		err = tx.Commit(ctx)
+	}
+	return out, err
 }
 
 // existingByKey reads the stored id and content hash of keys.
@@ -319,11 +344,12 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 	return tx, nil
 }
 
-// sqlAppend inserts a batch (keys sorted, in-batch duplicates folded; an
-// ordered event's key is $15, with its dead policy $16) and
-// its payloads in one statement (a claimed event, $12 > 0, already leased
-// under its token $13; a body-guarded one with its guard $14, so either
-// unique index can refuse the row: ON CONFLICT has no target; an
+// appendStatement is the append, inserting the rows that pass where, with
+// onConflict after the insert: it inserts a batch (keys sorted, in-batch
+// duplicates folded; an ordered event's key is $15, with its dead policy
+// $16) and its payloads in one statement (a claimed event, $12 > 0,
+// already leased under its token $13; a body-guarded one with its guard
+// $14, so either unique index can refuse the row; an
 // ignored one, $17, as status ignored and never leased; the scheme it was
 // verified with, $18, with its payload; how it came in, $19, where
 // 'asked' means catch-up when catch-up asked the provider for its id; empty
@@ -332,7 +358,8 @@ func (p *Postgres) lockOrderKeys(ctx context.Context, providers, orderKeys []str
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
-const sqlAppend = `
+func appendStatement(where, onConflict string) string {
+	return `
 WITH input AS (
     SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked,
            CASE WHEN b.source_arg IS NULL THEN 'webhook'
@@ -372,8 +399,8 @@ WITH input AS (
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
            NULLIF(guard, ''),
            NULLIF(order_key, ''), order_block, order_key <> '', source
-    FROM input ORDER BY ord
-    ON CONFLICT DO NOTHING
+    FROM input ` + where + `ORDER BY ord
+    ` + onConflict + `
     RETURNING id, provider, event_id
 ), pay AS (
     INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme)
@@ -388,6 +415,25 @@ LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
 LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
 WHERE (SELECT count(*) FROM note) >= 0
 ORDER BY input.ord`
+}
+
+// sqlAppend is the append as a plain insert of the keys its snapshot does
+// not hold. ON CONFLICT would decide the same, but by speculative
+// insertion, which writes one more WAL record per row (its confirmation):
+// 1 of the 11.5 per event. A key committed concurrently after the
+// snapshot still meets the unique constraint, which refuses the whole
+// statement; Append then runs sqlAppendOnConflict. So the constraint still
+// decides, and this only asks first.
+var sqlAppend = appendStatement(`WHERE NOT EXISTS (SELECT 1 FROM whguard_events k
+                        WHERE k.provider = input.provider AND k.event_id = input.event_id)
+  AND (guard = '' OR NOT EXISTS (SELECT 1 FROM whguard_events g
+                                 WHERE g.provider = input.provider AND g.body_guard = input.guard))
+    `, "")
+
+// sqlAppendOnConflict is the append after the constraint refused
+// sqlAppend: either unique index may refuse a row, so ON CONFLICT has no
+// target.
+var sqlAppendOnConflict = appendStatement("", "ON CONFLICT DO NOTHING")
 
 const sqlExistingByKey = `
 SELECT ev.id, ev.provider, ev.event_id, ev.content_hash, ev.source
