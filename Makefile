@@ -48,7 +48,8 @@ bench-long:
 	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench -long
 
 ## docs: regenerate the reference tables of docs/ (configuration.md, the
-## providers' scheme table, the delivery transitions) from the code; the
-## test suite fails when stale.
+## providers' scheme table, the delivery transitions, the journal's indexes
+## and their plans) from the code; the test suite fails when stale.
 docs:
 	WHGUARD_UPDATE_DOCS=1 $(GO) test -count=1 -run 'TestGeneratedDocsAreCurrent' ./cmd/whguard/
+	WHGUARD_UPDATE_DOCS=1 ./.ci/with-services.sh $(GO) test -count=1 -run 'TestIndexesAreJustified' ./journal/

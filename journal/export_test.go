@@ -49,3 +49,18 @@ func AttemptRows(ctx context.Context, s Store, eventRowID int64) (n int64, err e
 	}
 	return n, err
 }
+
+// PlannedStatements are the PostgreSQL statements whose plans justify the
+// indexes of the hot tables (TestIndexesAreJustified).
+var PlannedStatements = map[string]string{
+	"lease":        sqlLease,
+	"outcome":      sqlComplete,
+	"existing":     sqlExistingByKey,
+	"guard":        sqlExistingByGuard,
+	"expired":      sqlExpiredRows,
+	"counts":       sqlStatusCounts,
+	"cleanup":      sqlCleanupEvents,
+	"unpark-heads": sqlUnparkHeads,
+	"window":       sqlWindowIDs,
+	"attempts":     sqlAttemptsOf,
+}

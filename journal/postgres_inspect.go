@@ -37,10 +37,12 @@ const narrowWindow = 48 * time.Hour
 // planner expects matches to be spread evenly and picks that walk). The
 // "+ 0" keeps the planner from answering min and max by walking the
 // primary key from either end, the very walk this avoids.
+const sqlWindowIDs = `
+SELECT min(id + 0), max(id + 0) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`
+
 func (p *Postgres) windowIDs(ctx context.Context, f Filter) (lo, hi int64, ok bool, err error) {
 	var min, max *int64
-	err = p.pool.QueryRow(ctx, `
-SELECT min(id + 0), max(id + 0) FROM whguard_events WHERE received_at >= $1 AND received_at < $2`, f.Since, f.Until).Scan(&min, &max)
+	err = p.pool.QueryRow(ctx, sqlWindowIDs, f.Since, f.Until).Scan(&min, &max)
 	if err != nil || min == nil {
 		return 0, 0, false, err
 	}
@@ -229,6 +231,12 @@ func (p *Postgres) replayIDs(ctx context.Context, ids []int64, reason string) (i
 	return n, err
 }
 
+// sqlStatusCounts counts the statuses other than done, through the status
+// index (Stats).
+const sqlStatusCounts = `
+SELECT status, count(*) FROM whguard_events
+WHERE status IN ('pending', 'processing', 'retry', 'dead', 'ignored') GROUP BY status`
+
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
 	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
@@ -239,9 +247,7 @@ func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
 	// rows. Ignored rows are counted exactly: a filter that drops most of a
 	// provider's traffic makes them many, but they are still one index
 	// range, and operators want their number right.
-	rows, err := p.pool.Query(ctx, `
-SELECT status, count(*) FROM whguard_events
-WHERE status IN ('pending', 'processing', 'retry', 'dead', 'ignored') GROUP BY status`)
+	rows, err := p.pool.Query(ctx, sqlStatusCounts)
 	if err != nil {
 		return s, fmt.Errorf("count events: %w", err)
 	}
