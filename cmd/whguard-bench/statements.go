@@ -30,6 +30,18 @@ type Statements struct {
 	// with pg_walinspect: what the statements' totals are made of, commit
 	// records, index splits, pruning and autovacuum included.
 	WAL []WALType `json:"wal_by_type,omitempty"`
+	// Tables are the run's row writes per table (pg_stat_user_tables),
+	// HOT updates among them.
+	Tables []TableWrites `json:"tables,omitempty"`
+}
+
+// TableWrites is one table's row writes over a run.
+type TableWrites struct {
+	Table      string `json:"table"`
+	Inserts    int64  `json:"inserts"`
+	Updates    int64  `json:"updates"`
+	HOTUpdates int64  `json:"hot_updates"`
+	Deletes    int64  `json:"deletes"`
 }
 
 // WALType is one WAL record type's count and size over a run.
@@ -139,6 +151,21 @@ func readStatements(ctx context.Context, dbURL, walFrom string) (*Statements, er
 			return nil, err
 		}
 	}
+	// Statistics reach the view within a second of the server's exit.
+	_, _ = conn.Exec(ctx, `SELECT pg_stat_force_next_flush(), pg_sleep(1)`)
+	rows, err = conn.Query(ctx, `SELECT relname, n_tup_ins, n_tup_upd, n_tup_hot_upd, n_tup_del
+		FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY n_tup_ins + n_tup_upd DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("read table writes: %w", err)
+	}
+	st.Tables, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (TableWrites, error) {
+		var t TableWrites
+		err := row.Scan(&t.Table, &t.Inserts, &t.Updates, &t.HOTUpdates, &t.Deletes)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read table writes: %w", err)
+	}
 	return st, nil
 }
 
@@ -219,6 +246,13 @@ func printStatements(w io.Writer, results []Result) {
 			}
 		}
 		fmt.Fprintf(tw, "%.2f\t%.0f\t(all)\t\n", float64(n)/float64(st.Events), float64(b)/float64(st.Events))
+		tw.Flush()
+		fmt.Fprintf(w, "ROW WRITES, %s\n", r.Server)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "table\tinserts\tupdates\tHOT updates\tdeletes\t")
+		for _, t := range st.Tables {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", t.Table, t.Inserts, t.Updates, t.HOTUpdates, t.Deletes)
+		}
 		tw.Flush()
 	}
 }
