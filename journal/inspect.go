@@ -145,6 +145,10 @@ type Stats struct {
 	// their order key (ORDER_ON_DEAD=block): each stops its key until it
 	// is replayed or skipped.
 	BlockedKeys map[string]int
+	// SynchronousStandbys is, on PostgreSQL, the primary's standbys in
+	// sync or quorum state (Postgres.SynchronousStandbys); nil on the
+	// embedded store.
+	SynchronousStandbys *int
 }
 
 // skipRefusal says why event id was not skipped (nil when it was).

@@ -51,6 +51,9 @@ type Postgres struct {
 	// window as a crash of whguard itself. Generic plans, like ingest.
 	queue *pgxpool.Pool
 	log   *zap.Logger
+	// failover resets the pools after a connection failure and watches
+	// the synchronous standbys (postgres_failover.go).
+	failover *failover
 	// instance tags this process's NOTIFYs so its own LISTEN ignores them
 	// (the ingress already woke the local forwarder in process).
 	instance string
@@ -85,7 +88,12 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		return nil, errors.New("parse WHGUARD_DATABASE_URL: not a valid postgres connection string")
 	}
 	pc.MaxConns = cmp.Or(cfg.MaxConns, 16)
-	pc.ConnConfig.ConnectTimeout = cmp.Or(pc.ConnConfig.ConnectTimeout, 5*time.Second)
+	log := cfg.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	fo := newFailover(log)
+	fo.configure(pc, false)
 	// The hot pools run generic plans, the general pool custom ones
 	// (postgres_plans.go says why), and the hot pools never JIT-compile; a
 	// plan_cache_mode or jit in WHGUARD_DATABASE_URL wins in every pool.
@@ -94,6 +102,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	hotConfig := func(conns int32) *pgxpool.Config {
 		c := pc.Copy()
 		c.MaxConns = conns
+		fo.configure(c, true)
 		if !urlSetsPlans {
 			c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 		}
@@ -129,13 +138,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open postgres queue pool: %w", err)
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = zap.NewNop()
-	}
+	fo.pools = []*pgxpool.Pool{pool, ingest, queue}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
+	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
 	p.bg, p.stopBG = context.WithCancel(context.Background())
 	return p, nil
 }

@@ -239,7 +239,9 @@ WHERE status IN ('pending', 'processing', 'retry', 'dead', 'ignored') GROUP BY s
 
 // Stats counts events by status and measures the oldest undelivered one.
 func (p *Postgres) Stats(ctx context.Context) (Stats, error) {
-	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{}}
+	standbys := p.SynchronousStandbys()
+	s := Stats{ByStatus: map[Status]int{}, OldestUndelivered: map[string]time.Duration{}, Undelivered: map[string]int{},
+		SynchronousStandbys: &standbys}
 	// Exact counts for the statuses other than done (undelivered,
 	// quarantined and ignored), through the status index; done rows are
 	// most of a large journal, so their count is the planner's estimate of

@@ -15,6 +15,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
 )
@@ -80,6 +81,11 @@ type config struct {
 	AdminToken   string   `env:"ADMIN_TOKEN"`
 	AdminURL     string   `env:"ADMIN_URL"` // read by `whguard events` only
 	DatabaseURL  string   `env:"DATABASE_URL"`
+	// JournalReplication is how the PostgreSQL journal is replicated:
+	// empty (by PostgreSQL: its synchronous standbys are watched, and none
+	// is warned about) or "storage" (a service replicating below
+	// PostgreSQL, such as Aurora or AlloyDB).
+	JournalReplication string `env:"JOURNAL_REPLICATION"`
 	BackendURL   string   `env:"BACKEND_URL"`
 	Providers    []string `env:"PROVIDERS"`
 	MaxBodyBytes int64    `env:"MAX_BODY_BYTES"`
@@ -311,6 +317,9 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		}
 	default:
 		ps.addf("WHGUARD_DATABASE_URL", "must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
+	}
+	if c.JournalReplication != "" && c.JournalReplication != journal.ReplicatedStorage {
+		ps.addf("WHGUARD_JOURNAL_REPLICATION", "%q is not %q (unset: PostgreSQL's own replication)", c.JournalReplication, journal.ReplicatedStorage)
 	}
 	if c.PassThrough && c.BackendURL == "" && !ps.failed("WHGUARD_PASS_THROUGH") {
 		ps.addf("WHGUARD_PASS_THROUGH", "needs WHGUARD_BACKEND_URL, the app the other requests go to")

@@ -47,7 +47,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		return nil, err
 	}
 	p := &parts{
-		journal:      startstop.Func{StopFunc: func(context.Context) error { j.Close(); return nil }},
+		journal:      journalPart(cfg, j, reg),
 		migration:    newMigration(j, log),
 		listenerErrs: make(chan error, 3),
 	}
@@ -286,4 +286,21 @@ func newCatchup(cfg *config, j journal.Store, ingress *proxy.Ingress, alerts *al
 		return nil, fmt.Errorf("catch-up: %w", err)
 	}
 	return cu, nil
+}
+
+// journalPart is the journal's part of the lifecycle: on PostgreSQL it
+// reports the primary's synchronous standbys (a gauge, and a warning when
+// there is none) from Start; Stop closes the journal.
+func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) startstop.Func {
+	part := startstop.Func{StopFunc: func(context.Context) error { j.Close(); return nil }}
+	if pg, ok := j.(*journal.Postgres); ok {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "whguard_journal_synchronous_standbys",
+			Help: "Standbys of the journal's primary in sync or quorum state (read every 30 s and after each reconnect); -1 when unknown: not read yet, or the role cannot read pg_stat_replication.",
+		}, func() float64 { return float64(pg.SynchronousStandbys()) }))
+		part.StartFunc = func(context.Context) error {
+			return pg.WatchStandbys(cfg.JournalReplication == journal.ReplicatedStorage)
+		}
+	}
+	return part
 }

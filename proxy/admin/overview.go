@@ -54,6 +54,8 @@ type Overview struct {
 	// Minutes has one entry per minute of the window, oldest first,
 	// every replica's figures added together.
 	Minutes []OverviewMinute `json:"minutes"`
+	// Journal is the journal's replication, on PostgreSQL only.
+	Journal *OverviewJournal `json:"journal,omitempty"`
 	// Backends is GET /api/backends (state, breaker, pause, backlog per
 	// backend), absent without a forwarder.
 	Backends any `json:"backends,omitempty"`
@@ -88,6 +90,9 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := Overview{Window: windowText(window), At: now, Counts: stats.ByStatus, BlockedKeys: stats.BlockedKeys}
+	if stats.SynchronousStandbys != nil {
+		out.Journal = &OverviewJournal{SynchronousStandbys: *stats.SynchronousStandbys}
+	}
 	if out.BlockedKeys == nil {
 		out.BlockedKeys = map[string]int{}
 	}
@@ -121,6 +126,13 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// OverviewJournal is the overview's view of the journal's replication.
+type OverviewJournal struct {
+	// SynchronousStandbys counts the primary's standbys in sync or quorum
+	// state; -1 when unknown (the role cannot read pg_stat_replication).
+	SynchronousStandbys int `json:"synchronous_standbys"`
 }
 
 // windowText writes a whole number of minutes as 15m, 1h or 1h30m.

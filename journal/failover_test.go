@@ -1,0 +1,124 @@
+package journal_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/journal"
+)
+
+// This test server has no standby: the store reads 0, and warns once that
+// acknowledged events would not survive the primary's disk; a service
+// that replicates its storage (WHGUARD_JOURNAL_REPLICATION=storage) reads
+// 0 without the warning.
+func TestSynchronousStandbysReported(t *testing.T) {
+	t.Parallel()
+	for _, storage := range []bool{false, true} {
+		u, drop, err := testdb.CreateMigrated(context.Background(), "standbys")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer drop()
+		core, logs := observer.New(zap.WarnLevel)
+		pg, err := journal.OpenPostgres(context.Background(), journal.PostgresConfig{URL: u, Logger: zap.New(core)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pg.Close()
+		if got := pg.SynchronousStandbys(); got != -1 {
+			t.Fatalf("before any read: %d, want -1", got)
+		}
+		if err := pg.WatchStandbys(storage); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.WatchStandbys(storage); err == nil {
+			t.Fatal("a second watch started")
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for pg.SynchronousStandbys() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("storage=%v: standbys %d, want 0", storage, pg.SynchronousStandbys())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		st, err := pg.Stats(context.Background())
+		if err != nil || st.SynchronousStandbys == nil || *st.SynchronousStandbys != 0 {
+			t.Fatalf("stats: %v %v", st.SynchronousStandbys, err)
+		}
+		warned := logs.FilterMessageSnippet("no synchronous standby").Len()
+		if want := map[bool]int{false: 1, true: 0}[storage]; warned != want {
+			t.Fatalf("storage=%v: %d warnings, want %d", storage, warned, want)
+		}
+	}
+}
+
+// Sessions the server ends (as a failover ends them) are not used again:
+// the first statement that meets one makes every pool drop its
+// connections, and the next statements run on new ones.
+func TestConnectionFailureDropsEveryPooledConnection(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	for i := range 3 {
+		if _, err := s.Append(ctx, []journal.Event{ev("p", "warm-"+string(rune('a'+i)), "h")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Stats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var db string
+	if err := s.Pool().QueryRow(ctx, `SELECT current_database()`).Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	before := pids(t, s, db)
+	if len(before) < 2 {
+		t.Fatalf("the store holds %d connections, want several", len(before))
+	}
+	// Kill them from a connection of its own: the store's are all idle.
+	admin := testdb.OpenStore(t, "postgres", false).(*journal.Postgres)
+	if _, err := admin.Pool().Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, db); err != nil {
+		t.Fatal(err)
+	}
+	// Statements until one meets a dead session (pgx pings a connection
+	// idle for over a second; these were idle for less).
+	deadline := time.Now().Add(10 * time.Second)
+	for s.ConnectionResets() == 0 {
+		_, _ = s.Append(ctx, []journal.Event{ev("p", "after-"+time.Now().String(), "h")})
+		if time.Now().After(deadline) {
+			t.Fatal("no reset after the server ended every session")
+		}
+	}
+	if _, err := s.Append(ctx, []journal.Event{ev("p", "after-reset", "h")}); err != nil {
+		t.Fatalf("append after the reset: %v", err)
+	}
+	for _, pid := range pids(t, s, db) {
+		if strings.Contains(" "+strings.Join(before, " ")+" ", " "+pid+" ") {
+			t.Fatalf("session %s, ended by the server, is still in use", pid)
+		}
+	}
+}
+
+func pids(t *testing.T, s *journal.Postgres, db string) []string {
+	t.Helper()
+	rows, err := s.Pool().Query(context.Background(), `SELECT pid::text FROM pg_stat_activity WHERE datname = $1`, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
