@@ -23,8 +23,11 @@ import (
 //   - every connection attempt to one host, and every ping of an idle
 //     connection, is bounded (hostConnectTimeout, pingTimeout), so a primary
 //     that hangs with its sockets open costs seconds, not the TCP timeout;
-//   - after a connection failure every pool drops every connection it holds
-//     (failover.reset), so no session left on an old primary is used again;
+//   - after a connection failure every connection opened before it is
+//     closed (failover.reset): idle ones by their pool, and every other one,
+//     in use or held apart (LISTEN), by closing its socket, which fails a
+//     statement waiting on a server that does not answer at once; so no
+//     session left on an old primary is used again;
 //   - the number of synchronous standbys is read every standbysEvery and
 //     after each reset, reported, and warned about once per primary.
 
@@ -65,10 +68,14 @@ type failover struct {
 	// about.
 	warned map[string]bool
 	once   sync.Once
+	// conns (under connsMu) are the open connections of every pool and the
+	// LISTEN loop.
+	connsMu sync.Mutex
+	conns   map[*pgconn.PgConn]struct{}
 }
 
 func newFailover(log *zap.Logger) *failover {
-	f := &failover{log: log, poke: make(chan struct{}, 1), warned: map[string]bool{}}
+	f := &failover{log: log, poke: make(chan struct{}, 1), warned: map[string]bool{}, conns: map[*pgconn.PgConn]struct{}{}}
 	f.standbys.Store(-1)
 	return f
 }
@@ -83,6 +90,32 @@ func (f *failover) configure(c *pgxpool.Config, hot bool) {
 	}
 	c.PingTimeout = pingTimeout
 	c.ConnConfig.Tracer = failureTracer{f: f, timeoutFails: hot}
+	after := c.AfterConnect
+	c.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if after != nil {
+			if err := after(ctx, conn); err != nil {
+				return err
+			}
+		}
+		f.track(conn.PgConn())
+		return nil
+	}
+}
+
+// track keeps c until a reset closes it or it is found closed. A
+// connection stays tracked while its pool closes it: pgx then waits for
+// the server to end the session, up to 15 s, which a reset cuts short.
+func (f *failover) track(c *pgconn.PgConn) {
+	f.connsMu.Lock()
+	defer f.connsMu.Unlock()
+	if len(f.conns) >= 64 {
+		for old := range f.conns {
+			if old.IsClosed() {
+				delete(f.conns, old)
+			}
+		}
+	}
+	f.conns[c] = struct{}{}
 }
 
 // reset closes every pooled connection of every pool (those in use when
@@ -96,6 +129,17 @@ func (f *failover) reset(cause error) {
 	}
 	f.resets.Add(1)
 	f.log.Warn("journal connection failed: dropping every pooled connection", zap.String("cause", failureClass(cause)))
+	// Every socket first: a statement waiting on a server that does not
+	// answer fails now (its pool then discards the connection), where a
+	// frozen server would hold it until its deadline or forever; and a
+	// connection its pool is already closing does not wait 15 s for the
+	// server's goodbye.
+	f.connsMu.Lock()
+	for c := range f.conns {
+		_ = c.Conn().Close()
+		delete(f.conns, c)
+	}
+	f.connsMu.Unlock()
 	for _, p := range f.pools {
 		p.Reset()
 	}

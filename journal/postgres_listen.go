@@ -35,7 +35,16 @@ func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
 	if err != nil {
 		return fmt.Errorf("connect for LISTEN: %w", err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// pgx waits for the server to end the session: bounded, for one
+		// that is frozen.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		conn.Close(cctx)
+	}()
+	// Closed with the pools' connections after a connection failure: a
+	// LISTEN left on an old primary would hear nothing again.
+	p.failover.track(conn.PgConn())
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
 	}
