@@ -64,3 +64,6 @@ var PlannedStatements = map[string]string{
 	"window":       sqlWindowIDs,
 	"attempts":     sqlAttemptsOf,
 }
+
+// FailoverIdle reports that no check for a new primary is running.
+func FailoverIdle(p *Postgres) bool { return !p.failover.checking.Load() }

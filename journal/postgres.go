@@ -93,6 +93,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		log = zap.NewNop()
 	}
 	fo := newFailover(log)
+	fo.probe = pc.ConnConfig.Copy() // before configure: the probe reports to no one
+	if fo.probe.ConnectTimeout == 0 {
+		fo.probe.ConnectTimeout = hostConnectTimeout
+	}
 	fo.configure(pc, false)
 	// The hot pools run generic plans, the general pool custom ones
 	// (postgres_plans.go says why), and the hot pools never JIT-compile; a
@@ -143,6 +147,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	_, _ = rand.Read(b[:])
 	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
 	p.bg, p.stopBG = context.WithCancel(context.Background())
+	fo.ctx, fo.spawn = p.bg, p.goBackground
 	return p, nil
 }
 

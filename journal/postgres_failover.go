@@ -23,11 +23,12 @@ import (
 //   - every connection attempt to one host, and every ping of an idle
 //     connection, is bounded (hostConnectTimeout, pingTimeout), so a primary
 //     that hangs with its sockets open costs seconds, not the TCP timeout;
-//   - after a connection failure every connection opened before it is
-//     closed (failover.reset): idle ones by their pool, and every other one,
-//     in use or held apart (LISTEN), by closing its socket, which fails a
-//     statement waiting on a server that does not answer at once; so no
-//     session left on an old primary is used again;
+//   - after a connection failure a probe opens a connection of its own to
+//     find the primary now (failover.check); every connection on another
+//     server, or every one when no primary answers, is closed: its socket
+//     first, which fails at once a statement waiting on a server that does
+//     not answer, then by its pool. So no session left on an old primary is
+//     used again, while a primary that was only slow keeps its sessions;
 //   - the number of synchronous standbys is read every standbysEvery and
 //     after each reset, reported, and warned about once per primary.
 
@@ -43,9 +44,9 @@ const (
 	// pingTimeout bounds the liveness ping of a connection idle for over a
 	// second before it is handed out.
 	pingTimeout = time.Second
-	// resetEvery is the shortest interval between two resets: the
-	// statements failing together after one failure reset once.
-	resetEvery = time.Second
+	// checkEvery is the shortest interval between two checks: the
+	// statements failing together after one failure are checked once.
+	checkEvery = time.Second
 	// standbysEvery is how often the synchronous standbys are read.
 	standbysEvery = 30 * time.Second
 )
@@ -55,10 +56,18 @@ const (
 // OpenPostgres before any statement runs; the rest is atomic or owned by
 // the watch goroutine.
 type failover struct {
-	pools     []*pgxpool.Pool
-	log       *zap.Logger
-	lastReset atomic.Int64 // unix ns of the last reset
-	resets    atomic.Int64
+	pools []*pgxpool.Pool
+	log   *zap.Logger
+	// probe is the configuration of the check's own connection; spawn
+	// runs a check as the store's background work, bounded by ctx (both
+	// set by OpenPostgres).
+	probe     *pgx.ConnConfig
+	spawn     func(func()) bool
+	ctx       context.Context
+	lastCheck atomic.Int64 // unix ns of the last check
+	checking  atomic.Bool
+	checks    atomic.Int64
+	resets    atomic.Int64 // checks that closed connections
 	// standbys is the last count read: -1 until read, or when the role
 	// cannot read pg_stat_replication.
 	standbys atomic.Int64
@@ -69,13 +78,13 @@ type failover struct {
 	warned map[string]bool
 	once   sync.Once
 	// conns (under connsMu) are the open connections of every pool and the
-	// LISTEN loop.
+	// LISTEN loop, with the server address each is connected to.
 	connsMu sync.Mutex
-	conns   map[*pgconn.PgConn]struct{}
+	conns   map[*pgconn.PgConn]string
 }
 
 func newFailover(log *zap.Logger) *failover {
-	f := &failover{log: log, poke: make(chan struct{}, 1), warned: map[string]bool{}, conns: map[*pgconn.PgConn]struct{}{}}
+	f := &failover{log: log, poke: make(chan struct{}, 1), warned: map[string]bool{}, conns: map[*pgconn.PgConn]string{}}
 	f.standbys.Store(-1)
 	return f
 }
@@ -115,31 +124,68 @@ func (f *failover) track(c *pgconn.PgConn) {
 			}
 		}
 	}
-	f.conns[c] = struct{}{}
+	f.conns[c] = c.Conn().RemoteAddr().String()
 }
 
-// reset closes every pooled connection of every pool (those in use when
-// they are released), at most once per resetEvery, and asks for a fresh
-// read of the standbys.
-func (f *failover) reset(cause error) {
+// failed starts a check after a connection failure, unless one runs or
+// ran less than checkEvery ago.
+func (f *failover) failed(cause error) {
 	now := time.Now().UnixNano()
-	last := f.lastReset.Load()
-	if now-last < int64(resetEvery) || !f.lastReset.CompareAndSwap(last, now) {
+	last := f.lastCheck.Load()
+	if now-last < int64(checkEvery) || !f.lastCheck.CompareAndSwap(last, now) || !f.checking.CompareAndSwap(false, true) {
+		return
+	}
+	if f.spawn == nil || !f.spawn(func() {
+		defer f.checking.Store(false)
+		f.check(cause)
+	}) {
+		f.checking.Store(false)
+	}
+}
+
+// check finds the primary with a connection of its own (the URL's hosts
+// in order, each bounded) and closes every tracked connection on another
+// server; when none accepts writes, every one. A failure on a primary
+// that was only slow closes nothing.
+func (f *failover) check(cause error) {
+	f.checks.Add(1)
+	ctx, cancel := context.WithTimeout(f.ctx, 2*hostConnectTimeout+time.Second)
+	defer cancel()
+	primary := ""
+	conn, err := pgx.ConnectConfig(ctx, f.probe)
+	if ctx.Err() != nil && f.ctx.Err() != nil {
+		return // the store is closing
+	}
+	if err == nil {
+		primary = conn.PgConn().Conn().RemoteAddr().String()
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		_ = conn.Close(cctx)
+		ccancel()
+	}
+	// Sockets first: a statement waiting on a server that does not answer
+	// fails now (its pool then discards the connection), where a frozen
+	// server would hold it until its deadline or forever; and a connection
+	// its pool is already closing does not wait 15 s for the server's
+	// goodbye.
+	closed := 0
+	f.connsMu.Lock()
+	for c, addr := range f.conns {
+		if addr != primary {
+			_ = c.Conn().Close()
+			delete(f.conns, c)
+			closed++
+		}
+	}
+	f.connsMu.Unlock()
+	if closed == 0 {
 		return
 	}
 	f.resets.Add(1)
-	f.log.Warn("journal connection failed: dropping every pooled connection", zap.String("cause", failureClass(cause)))
-	// Every socket first: a statement waiting on a server that does not
-	// answer fails now (its pool then discards the connection), where a
-	// frozen server would hold it until its deadline or forever; and a
-	// connection its pool is already closing does not wait 15 s for the
-	// server's goodbye.
-	f.connsMu.Lock()
-	for c := range f.conns {
-		_ = c.Conn().Close()
-		delete(f.conns, c)
+	if primary == "" {
+		f.log.Warn("journal connection failed and no primary answers: dropped every connection", zap.String("cause", failureClass(cause)))
+	} else {
+		f.log.Warn("journal primary changed: dropped every connection to another server", zap.String("cause", failureClass(cause)), zap.String("primary", primary))
 	}
-	f.connsMu.Unlock()
 	for _, p := range f.pools {
 		p.Reset()
 	}
@@ -204,7 +250,7 @@ func (failureTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.Tra
 // TraceQueryEnd implements pgx.QueryTracer.
 func (t failureTracer) TraceQueryEnd(_ context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
 	if connectionFailed(data.Err, t.timeoutFails) {
-		t.f.reset(data.Err)
+		t.f.failed(data.Err)
 	}
 }
 
@@ -218,7 +264,7 @@ func (failureTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ p
 // failed their ping) is a failure too.
 func (t failureTracer) TraceAcquireEnd(_ context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
 	if connectionFailed(data.Err, true) {
-		t.f.reset(data.Err)
+		t.f.failed(data.Err)
 	}
 }
 
@@ -283,8 +329,12 @@ func (f *failover) warnOnce(key, msg string) {
 // role cannot read pg_stat_replication. Read only while WatchStandbys runs.
 func (p *Postgres) SynchronousStandbys() int { return int(p.failover.standbys.Load()) }
 
-// ConnectionResets counts the times a connection failure made the store
-// drop every pooled connection.
+// ConnectionChecks counts the checks for a new primary that connection
+// failures started, and ConnectionResets those that closed connections
+// (the primary had moved, or none answered).
+func (p *Postgres) ConnectionChecks() int64 { return p.failover.checks.Load() }
+
+// ConnectionResets: see ConnectionChecks.
 func (p *Postgres) ConnectionResets() int64 { return p.failover.resets.Load() }
 
 // WatchStandbys starts reading the primary's synchronous standbys in the
