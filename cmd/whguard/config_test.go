@@ -64,6 +64,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_DEDUP_RETENTION", "30m", nil, "at least 1h"},
 		{"WHGUARD_PAYLOAD_RETENTION", "0s", nil, "at most WHGUARD_DEDUP_RETENTION"},
 		{"WHGUARD_REDIS_URL", "http://127.0.0.1:6379", nil, "redis://host:port/db"},
+		{"WHGUARD_REDIS_URL", "redis+sentinel://:s3cret@127.0.0.1:26379/", nil, "master's name is missing"},
+		{"WHGUARD_JOURNAL_REPLICATION", "sync", nil, `not "storage"`},
 		{"WHGUARD_REDIS_NAMESPACE", "a b{c}", nil, "1 to 64 letters"},
 		{"WHGUARD_BACKEND_RATE_LIMIT", "50 per second", nil, "N/s, N/m or N/h"},
 		{"WHGUARD_BACKEND_RATE_BURST", "0", []string{"WHGUARD_BACKEND_RATE_LIMIT=5/s"}, "from 1 to 1000000"},

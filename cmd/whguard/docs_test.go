@@ -52,7 +52,7 @@ var globalDocs = map[string]varDoc{
 	"SHUTDOWN_TIMEOUT":      {"", "how long in-flight requests and deliveries may take after SIGTERM"},
 	"LOG_LEVEL":             {"", "`debug`, `info`, `warn`, `error`"},
 	"LOG_FORMAT":            {"", "`json`, or `console` for people"},
-	"REDIS_URL":             {"(none: limits kept per process)", "`redis://host:port/db` (`rediss://` for TLS): the limits, in-flight slots and breaker state every replica shares ([protection.md](protection.md)); whguard starts while it is down (deliveries that need it wait)"},
+	"REDIS_URL":             {"(none: limits kept per process)", "`redis://host:port/db` (`rediss://` for TLS), or `redis+sentinel://host1:26379,host2:26379/MASTER_NAME/db` for a master under Sentinel: the limits, in-flight slots and breaker state every replica shares ([protection.md](protection.md)); whguard starts while it is down (deliveries that need it wait)"},
 	"REDIS_NAMESPACE":       {"(derived from the journal)", "names this deployment in every Redis key (1–64 letters, digits, `.`, `_`, `-`); by default a digest of the journal's identity (PostgreSQL: the cluster's system identifier and the database; embedded: the host and file), so replicas of one journal share state and two deployments sharing one Redis share none"},
 	"BACKEND_RATE_LIMIT":    {"(none)", "delivery attempts started per backend, all replicas together: `N/s`, `N/m` or `N/h`"},
 	"BACKEND_RATE_BURST":    {"(the per-second rate rounded up, at least 1)", "attempts that may start at once above the rate after a quiet spell"},

@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -24,15 +28,8 @@ import (
 // (buildComponents).
 func (c *config) validateProtection(ps *problems) {
 	if c.RedisURL != "" {
-		u, err := url.Parse(c.RedisURL)
-		switch {
-		case err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "":
-			// The URL itself is not shown: it may hold a password.
-			ps.addf("WHGUARD_REDIS_URL", "must be redis://host:port/db (or rediss:// for TLS)")
-		default:
-			if _, err := redisOptions(c.RedisURL); err != nil {
-				ps.addf("WHGUARD_REDIS_URL", "%v", err)
-			}
+		if _, _, err := redisClientOptions(c.RedisURL); err != nil {
+			ps.addf("WHGUARD_REDIS_URL", "%v", err)
 		}
 	}
 	if c.RedisNamespace != "" {
@@ -47,20 +44,105 @@ func (c *config) validateProtection(ps *problems) {
 	}
 }
 
-// redisOptions parses WHGUARD_REDIS_URL into client options with short
-// timeouts: a Redis that does not answer holds deliveries (an outage),
-// it must not stall them.
-func redisOptions(raw string) (*redis.Options, error) {
+// Timeouts of every Redis call: a Redis that does not answer holds
+// deliveries (an outage), it must not stall them.
+const (
+	redisDialTimeout = time.Second
+	redisIOTimeout   = 500 * time.Millisecond
+)
+
+// newRedisClient parses WHGUARD_REDIS_URL into a client with short
+// timeouts: redis://host:port/db (rediss:// for TLS), or
+// redis+sentinel://[:password@]host1:26379,host2:26379/MASTER[/db]
+// (rediss+sentinel://) for a master that Sentinel fails over, followed
+// by go-redis's failover client. The error never quotes the URL: it may
+// hold a password.
+func newRedisClient(raw string) (*redis.Client, error) {
+	opt, failover, err := redisClientOptions(raw)
+	switch {
+	case err != nil:
+		return nil, err
+	case failover != nil:
+		return redis.NewFailoverClient(failover), nil
+	}
+	return redis.NewClient(opt), nil
+}
+
+// redisClientOptions parses WHGUARD_REDIS_URL: options for one server, or
+// for a master behind Sentinel.
+func redisClientOptions(raw string) (*redis.Options, *redis.FailoverOptions, error) {
+	if scheme, _, _ := strings.Cut(raw, "://"); scheme == "redis+sentinel" || scheme == "rediss+sentinel" {
+		opt, err := sentinelOptions(raw)
+		return nil, opt, err
+	}
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") || u.Host == "" {
+		return nil, nil, errors.New("must be redis://host:port/db (rediss:// for TLS) or redis+sentinel://host1:26379,host2:26379/MASTER_NAME/db (the URL is not shown: it may hold a password)")
+	}
 	opt, err := redis.ParseURL(raw)
 	if err != nil {
 		// go-redis's message may quote parts of the URL; say what is
 		// wrong without them.
-		return nil, errors.New("cannot be parsed as redis://[user:password@]host:port/db (the URL is not shown: it may hold a password)")
+		return nil, nil, errors.New("cannot be parsed as redis://[user:password@]host:port/db (the URL is not shown: it may hold a password)")
 	}
-	opt.DialTimeout = time.Second
-	opt.ReadTimeout = 500 * time.Millisecond
-	opt.WriteTimeout = 500 * time.Millisecond
-	opt.MaxRetries = 1
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout, opt.MaxRetries = redisDialTimeout, redisIOTimeout, redisIOTimeout, 1
+	return opt, nil, nil
+}
+
+// sentinelOptions parses a redis+sentinel:// URL: the password in it is
+// the master's, ?sentinel_password= the Sentinels'. (The list of hosts is
+// not a URL host net/url accepts, so it is cut by hand.)
+func sentinelOptions(raw string) (*redis.FailoverOptions, error) {
+	bad := func(what string) error {
+		return fmt.Errorf("redis+sentinel:// URL: %s; the form is redis+sentinel://[:password@]host1:26379,host2:26379/MASTER_NAME[/db][?sentinel_password=…] (the URL is not shown: it may hold a password)", what)
+	}
+	scheme, rest, _ := strings.Cut(raw, "://")
+	rest, rawQuery, _ := strings.Cut(rest, "?")
+	authority, path, _ := strings.Cut(rest, "/")
+	opt := &redis.FailoverOptions{DialTimeout: redisDialTimeout, ReadTimeout: redisIOTimeout, WriteTimeout: redisIOTimeout, MaxRetries: 1}
+	if userinfo, hosts, ok := strings.Cut(authority, "@"); ok {
+		authority = hosts
+		user, password, hasPassword := strings.Cut(userinfo, ":")
+		var err error
+		if opt.Username, err = url.PathUnescape(user); err != nil {
+			return nil, bad("the user name is not escaped right")
+		}
+		if hasPassword {
+			if opt.Password, err = url.PathUnescape(password); err != nil {
+				return nil, bad("the password is not escaped right")
+			}
+		}
+	}
+	for _, h := range strings.Split(authority, ",") {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+			return nil, bad("each Sentinel must be host:port")
+		}
+		opt.SentinelAddrs = append(opt.SentinelAddrs, h)
+	}
+	master, db, _ := strings.Cut(path, "/")
+	if opt.MasterName = master; master == "" {
+		return nil, bad("the master's name is missing")
+	}
+	if db != "" {
+		n, err := strconv.Atoi(strings.TrimSuffix(db, "/"))
+		if err != nil || n < 0 {
+			return nil, bad("the database must be a number")
+		}
+		opt.DB = n
+	}
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return nil, bad("the query cannot be parsed")
+	}
+	for k := range q {
+		if k != "sentinel_password" {
+			return nil, bad("unknown parameter " + strconv.Quote(k))
+		}
+	}
+	opt.SentinelPassword = q.Get("sentinel_password")
+	if scheme == "rediss+sentinel" {
+		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	return opt, nil
 }
 
@@ -101,11 +183,10 @@ func newGovernor(ctx context.Context, c *config, j interface {
 		log.Info("backend limits and breakers kept in this process (set WHGUARD_REDIS_URL to share them between replicas)")
 		return g, nil, nil
 	}
-	opt, err := redisOptions(c.RedisURL)
+	client, err := newRedisClient(c.RedisURL)
 	if err != nil {
 		return nil, nil, fmt.Errorf("WHGUARD_REDIS_URL: %w", err)
 	}
-	client := redis.NewClient(opt)
 	namespace := func(ctx context.Context) (string, error) {
 		if c.RedisNamespace != "" {
 			return c.RedisNamespace, nil
@@ -128,9 +209,9 @@ func newGovernor(ctx context.Context, c *config, j interface {
 			defer cancel()
 			if err := rg.Ping(pctx); err != nil {
 				log.Warn("redis does not answer at start-up; webhooks are acknowledged as usual, deliveries that need the shared limits wait until it does",
-					zap.String("addr", opt.Addr))
+					zap.String("addr", client.Options().Addr))
 			}
-			log.Info("backend limits and breakers shared through redis", zap.String("addr", opt.Addr))
+			log.Info("backend limits and breakers shared through redis", zap.String("addr", client.Options().Addr))
 			return rg.Start(ctx)
 		},
 		StopFunc: func(ctx context.Context) error {
