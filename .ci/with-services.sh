@@ -4,8 +4,9 @@
 #   1. the ones already answering on 127.0.0.1:5432 / 127.0.0.1:6379;
 #   2. else throwaway servers started from installed binaries in a temp dir;
 #   3. else, as root, the Debian packages are installed first.
-# Also makes sure headless Chromium is installed (the inspector's browser
-# test), installing Debian's package as root when it is missing.
+# Also makes sure headless Chromium (the inspector's browser test),
+# PgBouncer and redis-sentinel (the failover tests) are installed,
+# installing Debian's packages as root when they are missing.
 # Exports TEST_DATABASE_URL and TEST_REDIS_URL for the tests, and stops and
 # removes whatever it started on exit.
 # WHGUARD_TEST_PG_ADDR / WHGUARD_TEST_REDIS_ADDR override where to look
@@ -111,6 +112,16 @@ fi
 # The web inspector's browser test drives Debian's headless Chromium.
 if ! command -v chromium >/dev/null && ! command -v chromium-browser >/dev/null && [ -z "${WHGUARD_TEST_CHROMIUM:-}" ]; then
   apt_install chromium || log "no Chromium: the inspector's browser test will fail"
+fi
+
+# The connection-pooler tests run a real PgBouncer; the Sentinel test runs
+# redis-sentinel when installed (else redis-server --sentinel, the same
+# program).
+if ! command -v pgbouncer >/dev/null && ! [ -x /usr/sbin/pgbouncer ]; then
+  apt_install pgbouncer || log "no PgBouncer: the pooler tests will fail"
+fi
+if ! command -v redis-sentinel >/dev/null; then
+  apt_install redis-sentinel || log "no redis-sentinel: the Sentinel test runs redis-server --sentinel"
 fi
 
 # Run the command as a child we wait for, so an interruption (Ctrl-C, a

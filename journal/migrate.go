@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // The two stores' migrations share one numbering: migration N is the same
@@ -74,37 +74,77 @@ func LatestVersion() int {
 }
 
 // Migrate applies every embedded migration not yet applied, each in its own
-// transaction, holding a session advisory lock for the whole run. It is safe
-// to call from several processes at once and to call again.
+// transaction, holding a session advisory lock for the whole run (taken on
+// WHGUARD_DATABASE_LISTEN_URL's direct connection when set). Behind a
+// transaction pooler with no direct connection, each migration's
+// transaction takes a transaction advisory lock instead and checks again
+// that its migration is not applied. It is safe to call from several
+// processes at once and to call again.
 func (p *Postgres) Migrate(ctx context.Context) (applied []int, err error) {
-	return migratePool(ctx, p.pool)
-}
-
-func migratePool(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
-	ms, err := migrations()
-	if err != nil {
-		return nil, err
+	switch {
+	case p.listenConfig != nil:
+		conn, err := p.sessionConn(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		defer conn.Close(context.WithoutCancel(ctx))
+		return migrateOn(ctx, conn, true)
+	case p.Pooled():
+		return migrateOn(ctx, p.pool, false)
 	}
-	conn, err := pool.Acquire(ctx)
+	conn, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire connection: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
-		return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
+	return migrateOn(ctx, conn, true)
+}
+
+// migrationDB is a connection, or a pool when no session can be had.
+type migrationDB interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+// migrateOn applies the migrations on db: under a session lock held for
+// the run when session, else under a transaction lock per migration.
+func migrateOn(ctx context.Context, db migrationDB, session bool) ([]int, error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, err
 	}
-	defer func() {
-		// Unlock on a fresh context: the caller's may be cancelled already.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey)
-	}()
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS whguard_schema_migrations (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+	if session {
+		if _, err := db.Exec(ctx, `SELECT pg_advisory_lock($1)`, migrationLockKey); err != nil {
+			return nil, fmt.Errorf("migrate: take advisory lock: %w", err)
+		}
+		defer func() {
+			// Unlock on a fresh context: the caller's may be cancelled already.
+			_, _ = db.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, migrationLockKey)
+		}()
+	}
+	// lock is taken first in each transaction when there is no session.
+	lock := func(tx pgx.Tx) error {
+		if session {
+			return nil
+		}
+		_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, migrationLockKey)
+		return err
+	}
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		if err := lock(tx); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS whguard_schema_migrations (
+			version    integer     PRIMARY KEY,
+			name       text        NOT NULL,
+			applied_at timestamptz NOT NULL DEFAULT now())`)
+		return err
+	})
+	if err != nil {
 		return nil, fmt.Errorf("migrate: create version table: %w", err)
 	}
-	done := map[int]bool{}
-	rows, err := conn.Query(ctx, `SELECT version FROM whguard_schema_migrations`)
+	rows, err := db.Query(ctx, `SELECT version FROM whguard_schema_migrations`)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 	}
@@ -112,6 +152,7 @@ func migratePool(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied versions: %w", err)
 	}
+	done := map[int]bool{}
 	for _, v := range versions {
 		done[v] = true
 	}
@@ -120,17 +161,32 @@ func migratePool(ctx context.Context, pool *pgxpool.Pool) ([]int, error) {
 		if done[m.version] {
 			continue
 		}
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		ran := false
+		err := pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+			if err := lock(tx); err != nil {
+				return err
+			}
+			if !session {
+				// Another process may have applied it while this one
+				// waited for the lock.
+				var there bool
+				if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM whguard_schema_migrations WHERE version = $1)`, m.version).Scan(&there); err != nil || there {
+					return err
+				}
+			}
 			if _, err := tx.Exec(ctx, m.sql); err != nil {
 				return err
 			}
+			ran = true
 			_, err := tx.Exec(ctx, `INSERT INTO whguard_schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
 			return err
 		})
 		if err != nil {
 			return applied, fmt.Errorf("migrate: apply %s: %w", m.name, err)
 		}
-		applied = append(applied, m.version)
+		if ran {
+			applied = append(applied, m.version)
+		}
 	}
 	return applied, nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -30,6 +31,11 @@ type PostgresConfig struct {
 	MaxConns int32
 	// Logger receives the store's logs; nil means no logs.
 	Logger *zap.Logger
+	// ListenURL (WHGUARD_DATABASE_LISTEN_URL) is a direct connection to the
+	// same database for what needs a session (LISTEN, the session locks of
+	// migrations and vacuum) when URL is a transaction pooler's; empty:
+	// the URL serves for those too.
+	ListenURL string
 	// AlwaysVacuum makes Cleanup vacuum the hot tables even when the
 	// server's autovacuum is on (by default whguard only does it itself
 	// when autovacuum is off).
@@ -54,6 +60,10 @@ type Postgres struct {
 	// failover resets the pools after a connection failure and watches
 	// the synchronous standbys (postgres_failover.go).
 	failover *failover
+	// listenConfig is WHGUARD_DATABASE_LISTEN_URL's, nil when unset;
+	// warnedNoSession: see logNoSession (postgres_pooler.go).
+	listenConfig    *pgx.ConnConfig
+	warnedNoSession atomic.Bool
 	// instance tags this process's NOTIFYs so its own LISTEN ignores them
 	// (the ingress already woke the local forwarder in process).
 	instance string
@@ -98,6 +108,16 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 		fo.probe.ConnectTimeout = hostConnectTimeout
 	}
 	fo.configure(pc, false)
+	fo.poolerAware(pc)
+	var listenConfig *pgx.ConnConfig
+	if cfg.ListenURL != "" {
+		if listenConfig, err = pgx.ParseConfig(cfg.ListenURL); err != nil {
+			return nil, errors.New("parse WHGUARD_DATABASE_LISTEN_URL: not a valid postgres connection string")
+		}
+		if listenConfig.ConnectTimeout == 0 {
+			listenConfig.ConnectTimeout = hostConnectTimeout
+		}
+	}
 	// The hot pools run generic plans, the general pool custom ones
 	// (postgres_plans.go says why), and the hot pools never JIT-compile; a
 	// plan_cache_mode or jit in WHGUARD_DATABASE_URL wins in every pool.
@@ -106,7 +126,9 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	hotConfig := func(conns int32) *pgxpool.Config {
 		c := pc.Copy()
 		c.MaxConns = conns
-		fo.configure(c, true)
+		// Only short statements: one that times out means a server that
+		// does not answer.
+		c.ConnConfig.Tracer = failureTracer{f: fo, timeoutFails: true}
 		if !urlSetsPlans {
 			c.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
 		}
@@ -145,7 +167,7 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	fo.pools = []*pgxpool.Pool{pool, ingest, queue}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
+	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, listenConfig: listenConfig, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
 	p.bg, p.stopBG = context.WithCancel(context.Background())
 	fo.ctx, fo.spawn = p.bg, p.goBackground
 	return p, nil

@@ -66,6 +66,9 @@ type failover struct {
 	ctx       context.Context
 	lastCheck atomic.Int64 // unix ns of the last check
 	checking  atomic.Bool
+	// pooled: a connection was refused for its start-up parameters, so
+	// the URL is a pooler's (postgres_pooler.go).
+	pooled atomic.Bool
 	checks    atomic.Int64
 	resets    atomic.Int64 // checks that closed connections
 	// standbys is the last count read: -1 until read, or when the role
@@ -263,7 +266,8 @@ func (failureTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ p
 // could not be had (every host refused or timed out, or the idle ones
 // failed their ping) is a failure too.
 func (t failureTracer) TraceAcquireEnd(_ context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
-	if connectionFailed(data.Err, true) {
+	t.f.notePooled(data.Err)
+	if connectionFailed(data.Err, true) && !refusedStartup(data.Err) {
 		t.f.failed(data.Err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 )
 
@@ -16,6 +15,13 @@ import (
 func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 	pause := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		if !p.hasSession() {
+			// Behind a pooler with no direct connection: LISTEN would be
+			// lost with the transaction; the forwarder's poll finds rows.
+			p.logNoSession()
+			<-ctx.Done()
+			break
+		}
 		err := p.listenOnce(ctx, wake)
 		if ctx.Err() != nil {
 			break
@@ -31,9 +37,9 @@ func (p *Postgres) Listen(ctx context.Context, wake func()) error {
 }
 
 func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
-	conn, err := pgx.ConnectConfig(ctx, p.pool.Config().ConnConfig.Copy())
+	conn, err := p.sessionConn(ctx)
 	if err != nil {
-		return fmt.Errorf("connect for LISTEN: %w", err)
+		return fmt.Errorf("LISTEN: %w", err)
 	}
 	defer func() {
 		// pgx waits for the server to end the session: bounded, for one
@@ -42,9 +48,6 @@ func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
 		defer cancel()
 		conn.Close(cctx)
 	}()
-	// Closed with the pools' connections after a connection failure: a
-	// LISTEN left on an old primary would hear nothing again.
-	p.failover.track(conn.PgConn())
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // cleanupLockKey makes the PostgreSQL cleanup leader-only: among replicas
@@ -81,17 +82,41 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 			p.log.Warn("PostgreSQL autovacuum is off: whguard vacuums its hot tables itself every minute; turn autovacuum on")
 		}
 	}
-	conn, err := p.pool.Acquire(ctx)
-	if err != nil {
-		return fmt.Errorf("vacuum: acquire connection: %w", err)
+	const vacuum = `VACUUM (ANALYZE, SKIP_LOCKED) whguard_events, whguard_payloads, whguard_attempts`
+	var conn interface {
+		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 	}
-	defer conn.Release()
+	switch {
+	case !p.hasSession():
+		// Behind a pooler with no direct connection: no session lock, and
+		// none needed for safety: SKIP_LOCKED passes over a table another
+		// replica is vacuuming.
+		if _, err := p.pool.Exec(ctx, vacuum); err != nil {
+			return fmt.Errorf("vacuum hot tables: %w", err)
+		}
+		return nil
+	case p.listenConfig != nil:
+		c, err := p.sessionConn(ctx)
+		if err != nil {
+			return fmt.Errorf("vacuum: %w", err)
+		}
+		defer c.Close(context.WithoutCancel(ctx))
+		conn = c
+	default:
+		c, err := p.pool.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("vacuum: acquire connection: %w", err)
+		}
+		defer c.Release()
+		conn = c
+	}
 	var leader bool
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, vacuumLockKey).Scan(&leader); err != nil || !leader {
 		return err // another replica is vacuuming
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, vacuumLockKey)
-	if _, err := conn.Exec(ctx, `VACUUM (ANALYZE, SKIP_LOCKED) whguard_events, whguard_payloads, whguard_attempts`); err != nil {
+	if _, err := conn.Exec(ctx, vacuum); err != nil {
 		return fmt.Errorf("vacuum hot tables: %w", err)
 	}
 	return nil

@@ -81,6 +81,10 @@ type config struct {
 	AdminToken   string   `env:"ADMIN_TOKEN"`
 	AdminURL     string   `env:"ADMIN_URL"` // read by `whguard events` only
 	DatabaseURL  string   `env:"DATABASE_URL"`
+	// DatabaseListenURL is a direct connection to the same PostgreSQL
+	// database for what needs a session (LISTEN, session locks) when
+	// DatabaseURL goes through a transaction pooler such as PgBouncer.
+	DatabaseListenURL string `env:"DATABASE_LISTEN_URL"`
 	// JournalReplication is how the PostgreSQL journal is replicated:
 	// empty (by PostgreSQL: its synchronous standbys are watched, and none
 	// is warned about) or "storage" (a service replicating below
@@ -317,6 +321,11 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		}
 	default:
 		ps.addf("WHGUARD_DATABASE_URL", "must start with postgres:// or sqlite: (the URL is not shown: it may hold a password)")
+	}
+	if c.DatabaseListenURL != "" && !strings.HasPrefix(c.DatabaseListenURL, "postgres://") && !strings.HasPrefix(c.DatabaseListenURL, "postgresql://") {
+		ps.addf("WHGUARD_DATABASE_LISTEN_URL", "must start with postgres:// (a direct connection to the journal's database; the URL is not shown: it may hold a password)")
+	} else if c.DatabaseListenURL != "" && strings.HasPrefix(c.DatabaseURL, "sqlite:") {
+		ps.addf("WHGUARD_DATABASE_LISTEN_URL", "is for a PostgreSQL journal; WHGUARD_DATABASE_URL is an embedded one")
 	}
 	if c.JournalReplication != "" && c.JournalReplication != journal.ReplicatedStorage {
 		ps.addf("WHGUARD_JOURNAL_REPLICATION", "%q is not %q (unset: PostgreSQL's own replication)", c.JournalReplication, journal.ReplicatedStorage)

@@ -66,6 +66,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_REDIS_URL", "http://127.0.0.1:6379", nil, "redis://host:port/db"},
 		{"WHGUARD_REDIS_URL", "redis+sentinel://:s3cret@127.0.0.1:26379/", nil, "master's name is missing"},
 		{"WHGUARD_JOURNAL_REPLICATION", "sync", nil, `not "storage"`},
+		{"WHGUARD_DATABASE_LISTEN_URL", "mysql://db/whguard", nil, "must start with postgres://"},
 		{"WHGUARD_REDIS_NAMESPACE", "a b{c}", nil, "1 to 64 letters"},
 		{"WHGUARD_BACKEND_RATE_LIMIT", "50 per second", nil, "N/s, N/m or N/h"},
 		{"WHGUARD_BACKEND_RATE_BURST", "0", []string{"WHGUARD_BACKEND_RATE_LIMIT=5/s"}, "from 1 to 1000000"},

@@ -39,6 +39,7 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := testdb.Main(m, "cmd", &dbURL)
+	pgbouncerStop()
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -27,7 +27,7 @@ func openJournal(ctx context.Context, cfg *config, log *zap.Logger) (j journal.S
 		s, err := journal.OpenSQLite(ctx, journal.SQLiteConfig{Path: path, Logger: log.Named("journal")})
 		return s, nil, err
 	}
-	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: cfg.DatabaseURL, Logger: log.Named("journal")})
+	pg, err := journal.OpenPostgres(ctx, journal.PostgresConfig{URL: cfg.DatabaseURL, ListenURL: cfg.DatabaseListenURL, Logger: log.Named("journal")})
 	if err != nil {
 		return nil, nil, err
 	}
