@@ -166,6 +166,10 @@ func journalURL(t *testing.T, store string) string {
 	if store == "sqlite" {
 		return "sqlite:" + filepath.Join(t.TempDir(), "whguard.db")
 	}
+	if store == "pgbouncer" {
+		pooled, _ := throughPgBouncer(t)
+		return pooled
+	}
 	u, drop, err := testdb.Create(context.Background(), "e2e")
 	if err != nil {
 		t.Fatal(err)

@@ -159,8 +159,10 @@ func testJournalFailover(t *testing.T, mode string) {
 		}
 	}
 
-	// Every acknowledged event reaches the backend; nothing stays owed.
-	waitFor(t, 60*time.Second, "every acknowledged event delivered, nothing pending or leased", func() bool {
+	// Every acknowledged event reaches the backend, and nothing stays owed
+	// past a lease's expiry (WHGUARD_FORWARD_TIMEOUT 5 s plus the 10 s
+	// margin) plus 30 s after ingest resumed.
+	waitFor(t, time.Until(promoted.Add(15*time.Second+30*time.Second)), "every acknowledged event delivered, nothing pending or leased", func() bool {
 		orders := s.backendOrders()
 		for o := range load.acked {
 			if orders[o] == 0 {

@@ -135,6 +135,11 @@ func throughPgBouncer(t *testing.T) (pooled, direct string) {
 	return u.String(), direct
 }
 
+// The duplicate storms (sequential, concurrent and re-serialized resends)
+// through PgBouncer: answered and delivered exactly as on a direct
+// connection.
+func TestE2EDuplicateStormsThroughPgBouncer(t *testing.T) { testDuplicateStorms(t, "pgbouncer") }
+
 // Through PgBouncer in transaction mode, with and without a direct
 // connection for LISTEN and the session locks: whguard becomes ready,
 // the duplicate storms are answered and delivered once, and 500 events
