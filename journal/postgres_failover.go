@@ -69,8 +69,8 @@ type failover struct {
 	// pooled: a connection was refused for its start-up parameters, so
 	// the URL is a pooler's (postgres_pooler.go).
 	pooled atomic.Bool
-	checks    atomic.Int64
-	resets    atomic.Int64 // checks that closed connections
+	checks atomic.Int64
+	resets atomic.Int64 // checks that closed connections
 	// standbys is the last count read: -1 until read, or when the role
 	// cannot read pg_stat_replication.
 	standbys atomic.Int64

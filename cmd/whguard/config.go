@@ -76,11 +76,11 @@ func defaultConfig() config {
 // config is the whole configuration, parsed once from WHGUARD_* variables
 // over defaultConfig.
 type config struct {
-	Listen       string   `env:"LISTEN"`
-	AdminListen  string   `env:"ADMIN_LISTEN"`
-	AdminToken   string   `env:"ADMIN_TOKEN"`
-	AdminURL     string   `env:"ADMIN_URL"` // read by `whguard events` only
-	DatabaseURL  string   `env:"DATABASE_URL"`
+	Listen      string `env:"LISTEN"`
+	AdminListen string `env:"ADMIN_LISTEN"`
+	AdminToken  string `env:"ADMIN_TOKEN"`
+	AdminURL    string `env:"ADMIN_URL"` // read by `whguard events` only
+	DatabaseURL string `env:"DATABASE_URL"`
 	// DatabaseListenURL is a direct connection to the same PostgreSQL
 	// database for what needs a session (LISTEN, session locks) when
 	// DatabaseURL goes through a transaction pooler such as PgBouncer.
@@ -89,10 +89,10 @@ type config struct {
 	// empty (by PostgreSQL: its synchronous standbys are watched, and none
 	// is warned about) or "storage" (a service replicating below
 	// PostgreSQL, such as Aurora or AlloyDB).
-	JournalReplication string `env:"JOURNAL_REPLICATION"`
-	BackendURL   string   `env:"BACKEND_URL"`
-	Providers    []string `env:"PROVIDERS"`
-	MaxBodyBytes int64    `env:"MAX_BODY_BYTES"`
+	JournalReplication string   `env:"JOURNAL_REPLICATION"`
+	BackendURL         string   `env:"BACKEND_URL"`
+	Providers          []string `env:"PROVIDERS"`
+	MaxBodyBytes       int64    `env:"MAX_BODY_BYTES"`
 	// MaxBufferedBytes bounds the request bodies being read at once.
 	MaxBufferedBytes int64 `env:"MAX_BUFFERED_BYTES"`
 	// MetricsListen, when set, serves /metrics, /healthz and /readyz on a

@@ -189,7 +189,9 @@ func testJournalFailover(t *testing.T, mode string) {
 	}
 }
 
-func newE2EWebhook() (*standardwebhooks.Webhook, error) { return standardwebhooks.NewWebhook(e2eSecret) }
+func newE2EWebhook() (*standardwebhooks.Webhook, error) {
+	return standardwebhooks.NewWebhook(e2eSecret)
+}
 
 // metricOf reads one unlabelled sample from whguard's /metrics (NaN when
 // it cannot).

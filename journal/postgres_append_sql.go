@@ -1,0 +1,111 @@
+package journal
+
+// The append's statements (postgres_append.go runs them).
+
+// appendStatement is the append, inserting the rows that pass where, with
+// onConflict after the insert: it inserts a batch (keys sorted, in-batch
+// duplicates folded; an ordered event's key is $15, with its dead policy
+// $16) and its payloads in one statement (a claimed event, $12 > 0,
+// already leased under its token $13; a body-guarded one with its guard
+// $14, so either unique index can refuse the row; an
+// ignored one, $17, as status ignored and never leased; the scheme it was
+// verified with, $18, with its payload; how it came in, $19, where
+// 'asked' means catch-up when catch-up asked the provider for its id; empty
+// when every event is a webhook),
+// NOTIFYs when $11 is set and something was new,
+// and returns per input position (1-based ord) either the new id or
+// the stored id and content hash of the existing row, when this statement's
+// snapshot can see it.
+func appendStatement(where, onConflict string) string {
+	return `
+WITH input AS (
+    SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked,
+           CASE WHEN b.source_arg IS NULL THEN 'webhook'
+                WHEN b.source_arg <> 'asked' THEN b.source_arg
+                WHEN EXISTS (SELECT 1 FROM whguard_catchup_requests r
+                             WHERE r.provider = b.provider AND r.guid = b.event_id) THEN 'catchup'
+                ELSE 'webhook' END AS source
+    FROM (
+    SELECT b.*,
+           -- ahead: how many events are before an ordered one in its key's
+           -- line (counted up to 2): rows of its provider and key that
+           -- hold the key (every such row is earlier), and earlier events
+           -- of this batch with its key. It is claimed ($12 > 0) only when
+           -- none is; otherwise it goes in pending, behind them, and
+           -- parked (pgParked) when it is not even next.
+           CASE WHEN b.order_key = '' THEN 0 ELSE
+                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) - 1
+                + (SELECT count(*) FROM (SELECT 1 FROM whguard_events h
+                                         WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key
+                                         LIMIT 2) held)
+           END AS ahead
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
+                $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
+                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[])
+           WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, ord)
+    ) b
+), ins AS (
+    INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
+                                status, attempts, lease_token, lease_expires_at, body_guard,
+                                order_key, order_block, order_holds, source)
+    SELECT provider, event_id, event_type, content_hash, received_at,
+           CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
+           CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN 1 ELSE 0 END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN lease_token END,
+           CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
+           NULLIF(guard, ''),
+           NULLIF(order_key, ''), order_block, order_key <> '', source
+    FROM input ` + where + `ORDER BY ord
+    ` + onConflict + `
+    RETURNING id, provider, event_id
+), pay AS (
+    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme)
+    SELECT ins.id, input.headers, input.body, input.path, input.raw_query, NULLIF(input.scheme, '')
+    FROM ins JOIN input ON input.provider = ins.provider AND input.event_id = ins.event_id
+), note AS (
+    SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)
+)
+SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind, coalesce(ev.source, input.source) = 'catchup'
+FROM input
+LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
+LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
+WHERE (SELECT count(*) FROM note) >= 0
+ORDER BY input.ord`
+}
+
+// sqlAppend is the append as a plain insert of the keys its snapshot does
+// not hold. ON CONFLICT would decide the same, but by speculative
+// insertion, which writes one more WAL record per row (its confirmation):
+// 1 of the 11.5 per event. A key committed concurrently after the
+// snapshot still meets the unique constraint, which refuses the whole
+// statement; Append then runs sqlAppendOnConflict. So the constraint still
+// decides, and this only asks first.
+var sqlAppend = appendStatement(`WHERE NOT EXISTS (SELECT 1 FROM whguard_events k
+                        WHERE k.provider = input.provider AND k.event_id = input.event_id)
+  AND (guard = '' OR NOT EXISTS (SELECT 1 FROM whguard_events g
+                                 WHERE g.provider = input.provider AND g.body_guard = input.guard))
+    `, "")
+
+// sqlAppendOnConflict is the append after the constraint refused
+// sqlAppend: either unique index may refuse a row, so ON CONFLICT has no
+// target.
+var sqlAppendOnConflict = appendStatement("", "ON CONFLICT DO NOTHING")
+
+const sqlExistingByKey = `
+SELECT ev.id, ev.provider, ev.event_id, ev.content_hash, ev.source
+FROM whguard_events ev
+JOIN unnest($1::text[], $2::text[]) AS k(p, e) ON ev.provider = k.p AND ev.event_id = k.e`
+
+// sqlExistingByGuard finds the event a body-guarded copy repeats.
+const sqlExistingByGuard = `
+SELECT id, content_hash FROM whguard_events WHERE provider = $1 AND body_guard = $2`
+
+// sqlInsertConflict records a copy, unless maxCopies are already kept for
+// the event (a captured body resent again and again must not fill the
+// disk).
+const sqlInsertConflict = `
+INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body)
+SELECT $1, $2, $3, $4
+WHERE (SELECT count(*) FROM whguard_conflicts WHERE event_row_id = $1) < $5`
