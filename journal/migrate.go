@@ -87,12 +87,17 @@ func (p *Postgres) Migrate(ctx context.Context) (applied []int, err error) {
 		if err != nil {
 			return nil, fmt.Errorf("migrate: %w", err)
 		}
-		defer conn.Close(context.WithoutCancel(ctx))
+		defer closeSession(ctx, conn)
 		return migrateOn(ctx, conn, true)
 	case p.Pooled():
 		return migrateOn(ctx, p.pool, false)
 	}
 	conn, err := p.pool.Acquire(ctx)
+	if refusedStartup(err) {
+		// The first connection found the pooler (the tracer noted it).
+		p.failover.notePooled(err)
+		return p.Migrate(ctx)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire connection: %w", err)
 	}

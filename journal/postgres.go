@@ -107,6 +107,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	if fo.probe.ConnectTimeout == 0 {
 		fo.probe.ConnectTimeout = hostConnectTimeout
 	}
+	if fo.probe.ValidateConnect == nil {
+		// The check looks for the primary, whatever the URL asks of hosts.
+		fo.probe.ValidateConnect = pgconn.ValidateConnectTargetSessionAttrsReadWrite
+	}
 	fo.configure(pc, false)
 	fo.poolerAware(pc)
 	var listenConfig *pgx.ConnConfig

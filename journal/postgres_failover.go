@@ -25,10 +25,12 @@ import (
 //     that hangs with its sockets open costs seconds, not the TCP timeout;
 //   - after a connection failure a probe opens a connection of its own to
 //     find the primary now (failover.check); every connection on another
-//     server, or every one when no primary answers, is closed: its socket
-//     first, which fails at once a statement waiting on a server that does
-//     not answer, then by its pool. So no session left on an old primary is
-//     used again, while a primary that was only slow keeps its sessions;
+//     server (by the server's own address, the same through a pooler), or
+//     every one when no host answers or accepts writes, is closed: its
+//     socket first, which fails at once a statement waiting on a server
+//     that does not answer, then by its pool. So no session left on an old
+//     primary is used again, while a primary that was only slow, or a
+//     server that answers with an error, keeps its sessions;
 //   - the number of synchronous standbys is read every standbysEvery and
 //     after each reset, reported, and warned about once per primary.
 
@@ -81,7 +83,8 @@ type failover struct {
 	warned map[string]bool
 	once   sync.Once
 	// conns (under connsMu) are the open connections of every pool and the
-	// LISTEN loop, with the server address each is connected to.
+	// session ones (LISTEN, locks), with the identity of the server each
+	// reaches (serverIdentity: through a pooler, the server behind it).
 	connsMu sync.Mutex
 	conns   map[*pgconn.PgConn]string
 }
@@ -109,15 +112,27 @@ func (f *failover) configure(c *pgxpool.Config, hot bool) {
 				return err
 			}
 		}
-		f.track(conn.PgConn())
-		return nil
+		return f.track(ctx, conn)
 	}
 }
 
-// track keeps c until a reset closes it or it is found closed. A
-// connection stays tracked while its pool closes it: pgx then waits for
-// the server to end the session, up to 15 s, which a reset cuts short.
-func (f *failover) track(c *pgconn.PgConn) {
+// sqlServerIdentity names the PostgreSQL server a connection reaches, the
+// same through a pooler as directly (a socket's remote address is the
+// pooler's, or one of a rotating name's addresses).
+const sqlServerIdentity = `
+SELECT coalesce(host(inet_server_addr()), 'local') || ':' || coalesce(inet_server_port()::text, current_setting('port'))`
+
+// track keeps a new connection, with its server's identity, until a check
+// closes it or it is found closed (pruned once 64 are kept; one its pool
+// is still closing may then go untracked). A connection its pool closes
+// stays tracked meanwhile: pgx waits up to 15 s for the server to end the
+// session, which a check cuts short.
+func (f *failover) track(ctx context.Context, conn *pgx.Conn) error {
+	var id string
+	if err := conn.QueryRow(ctx, sqlServerIdentity).Scan(&id); err != nil {
+		return fmt.Errorf("identify the server: %w", err)
+	}
+	c := conn.PgConn()
 	f.connsMu.Lock()
 	defer f.connsMu.Unlock()
 	if len(f.conns) >= 64 {
@@ -127,7 +142,8 @@ func (f *failover) track(c *pgconn.PgConn) {
 			}
 		}
 	}
-	f.conns[c] = c.Conn().RemoteAddr().String()
+	f.conns[c] = id
+	return nil
 }
 
 // failed starts a check after a connection failure, unless one runs or
@@ -147,48 +163,62 @@ func (f *failover) failed(cause error) {
 }
 
 // check finds the primary with a connection of its own (the URL's hosts
-// in order, each bounded) and closes every tracked connection on another
-// server; when none accepts writes, every one. A failure on a primary
-// that was only slow closes nothing.
+// in order, each bounded, and only one that accepts writes) and closes
+// every tracked connection on another server. When no host answers at all
+// or none accepts writes, it closes every one. When a host answers with a
+// server error (too many connections, authentication), it cannot tell and
+// closes nothing; nor does it when the primary has not moved (one that
+// was only slow keeps its sessions).
 func (f *failover) check(cause error) {
 	f.checks.Add(1)
-	ctx, cancel := context.WithTimeout(f.ctx, 2*hostConnectTimeout+time.Second)
+	hosts := time.Duration(1 + len(f.probe.Fallbacks))
+	ctx, cancel := context.WithTimeout(f.ctx, hosts*f.probe.ConnectTimeout+time.Second)
 	defer cancel()
 	primary := ""
 	conn, err := pgx.ConnectConfig(ctx, f.probe)
-	if ctx.Err() != nil && f.ctx.Err() != nil {
+	var pgErr *pgconn.PgError
+	switch {
+	case f.ctx.Err() != nil:
 		return // the store is closing
-	}
-	if err == nil {
-		primary = conn.PgConn().Conn().RemoteAddr().String()
+	case err == nil:
+		err = conn.QueryRow(ctx, sqlServerIdentity).Scan(&primary)
 		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
 		_ = conn.Close(cctx)
 		ccancel()
+		if err != nil {
+			return // cannot tell
+		}
+	case errors.As(err, &pgErr):
+		return // a server answered, but not as a usable primary: cannot tell
 	}
 	// Sockets first: a statement waiting on a server that does not answer
 	// fails now (its pool then discards the connection), where a frozen
 	// server would hold it until its deadline or forever; and a connection
 	// its pool is already closing does not wait 15 s for the server's
-	// goodbye.
-	closed := 0
+	// goodbye. Closed outside the lock: a TLS close may wait.
+	var stale []*pgconn.PgConn
 	f.connsMu.Lock()
-	for c, addr := range f.conns {
-		if addr != primary {
-			_ = c.Conn().Close()
+	for c, id := range f.conns {
+		if id != primary {
+			stale = append(stale, c)
 			delete(f.conns, c)
-			closed++
 		}
 	}
 	f.connsMu.Unlock()
-	if closed == 0 {
+	if len(stale) == 0 {
 		return
+	}
+	for _, c := range stale {
+		_ = c.Conn().Close()
 	}
 	f.resets.Add(1)
 	if primary == "" {
-		f.log.Warn("journal connection failed and no primary answers: dropped every connection", zap.String("cause", failureClass(cause)))
+		f.log.Warn("journal connection failed and no host accepts writes: dropped every connection", zap.String("cause", failureClass(cause)))
 	} else {
-		f.log.Warn("journal primary changed: dropped every connection to another server", zap.String("cause", failureClass(cause)), zap.String("primary", primary))
+		f.log.Warn("journal primary changed: dropped the connections to another server", zap.String("cause", failureClass(cause)), zap.String("primary", primary))
 	}
+	// The pools start afresh (their idle connections to the primary too:
+	// a failover is rare, reconnecting cheap).
 	for _, p := range f.pools {
 		p.Reset()
 	}
@@ -222,7 +252,7 @@ func connectionFailed(err error, timeoutFails bool) bool {
 	}
 	var netErr net.Error
 	return errors.As(err, &netErr) && (timeoutFails || !netErr.Timeout()) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, net.ErrClosed) || errors.Is(err, pgconn.ErrConnClosed)
 }
 
@@ -263,11 +293,12 @@ func (failureTracer) TraceAcquireStart(ctx context.Context, _ *pgxpool.Pool, _ p
 }
 
 // TraceAcquireEnd implements pgxpool.AcquireTracer: a connection that
-// could not be had (every host refused or timed out, or the idle ones
-// failed their ping) is a failure too.
+// could not be had (every host refused or timed out; an idle one that
+// fails its ping is replaced by the pool, and counts only when that
+// fails too) is a failure too.
 func (t failureTracer) TraceAcquireEnd(_ context.Context, _ *pgxpool.Pool, data pgxpool.TraceAcquireEndData) {
 	t.f.notePooled(data.Err)
-	if connectionFailed(data.Err, true) && !refusedStartup(data.Err) {
+	if connectionFailed(data.Err, t.timeoutFails) && !refusedStartup(data.Err) {
 		t.f.failed(data.Err)
 	}
 }

@@ -41,13 +41,7 @@ func (p *Postgres) listenOnce(ctx context.Context, wake func()) error {
 	if err != nil {
 		return fmt.Errorf("LISTEN: %w", err)
 	}
-	defer func() {
-		// pgx waits for the server to end the session: bounded, for one
-		// that is frozen.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		conn.Close(cctx)
-	}()
+	defer closeSession(ctx, conn)
 	if _, err := conn.Exec(ctx, "LISTEN "+NotifyChannel); err != nil {
 		return fmt.Errorf("LISTEN %s: %w", NotifyChannel, err)
 	}

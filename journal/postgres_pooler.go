@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -92,8 +93,19 @@ func (p *Postgres) sessionConn(ctx context.Context) (*pgx.Conn, error) {
 		return nil, fmt.Errorf("connect for a session: %w", err)
 	}
 	// Closed with the pools' connections when the primary moves.
-	p.failover.track(conn.PgConn())
+	if err := p.failover.track(ctx, conn); err != nil {
+		closeSession(ctx, conn)
+		return nil, fmt.Errorf("connect for a session: %w", err)
+	}
 	return conn, nil
+}
+
+// closeSession closes a session connection, bounded: pgx waits for the
+// server to end the session, which a frozen one never does.
+func closeSession(ctx context.Context, conn *pgx.Conn) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+	defer cancel()
+	_ = conn.Close(cctx)
 }
 
 // hasSession reports whether session state can be had: a direct

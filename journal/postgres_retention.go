@@ -101,7 +101,7 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("vacuum: %w", err)
 		}
-		defer c.Close(context.WithoutCancel(ctx))
+		defer closeSession(ctx, c)
 		conn = c
 	default:
 		c, err := p.pool.Acquire(ctx)

@@ -97,11 +97,15 @@ func sentinelOptions(raw string) (*redis.FailoverOptions, error) {
 		return fmt.Errorf("redis+sentinel:// URL: %s; the form is redis+sentinel://[:password@]host1:26379,host2:26379/MASTER_NAME[/db][?sentinel_password=…] (the URL is not shown: it may hold a password)", what)
 	}
 	scheme, rest, _ := strings.Cut(raw, "://")
+	if strings.Contains(rest, "#") {
+		return nil, bad("a fragment (#) has no meaning here")
+	}
 	rest, rawQuery, _ := strings.Cut(rest, "?")
-	authority, path, _ := strings.Cut(rest, "/")
 	opt := &redis.FailoverOptions{DialTimeout: redisDialTimeout, ReadTimeout: redisIOTimeout, WriteTimeout: redisIOTimeout, MaxRetries: 1}
-	if userinfo, hosts, ok := strings.Cut(authority, "@"); ok {
-		authority = hosts
+	// The last @ ends the user information: a password may hold @ or /.
+	if at := strings.LastIndex(rest, "@"); at >= 0 {
+		userinfo := rest[:at]
+		rest = rest[at+1:]
 		user, password, hasPassword := strings.Cut(userinfo, ":")
 		var err error
 		if opt.Username, err = url.PathUnescape(user); err != nil {
@@ -113,18 +117,24 @@ func sentinelOptions(raw string) (*redis.FailoverOptions, error) {
 			}
 		}
 	}
+	authority, path, _ := strings.Cut(rest, "/")
 	for _, h := range strings.Split(authority, ",") {
-		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+		host, port, err := net.SplitHostPort(h)
+		if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
 			return nil, bad("each Sentinel must be host:port")
 		}
 		opt.SentinelAddrs = append(opt.SentinelAddrs, h)
 	}
 	master, db, _ := strings.Cut(path, "/")
+	master, err := url.PathUnescape(master)
+	if err != nil {
+		return nil, bad("the master's name is not escaped right")
+	}
 	if opt.MasterName = master; master == "" {
 		return nil, bad("the master's name is missing")
 	}
 	if db != "" {
-		n, err := strconv.Atoi(strings.TrimSuffix(db, "/"))
+		n, err := strconv.Atoi(db)
 		if err != nil || n < 0 {
 			return nil, bad("the database must be a number")
 		}
@@ -134,9 +144,12 @@ func sentinelOptions(raw string) (*redis.FailoverOptions, error) {
 	if err != nil {
 		return nil, bad("the query cannot be parsed")
 	}
-	for k := range q {
-		if k != "sentinel_password" {
+	for k, vs := range q {
+		switch {
+		case k != "sentinel_password":
 			return nil, bad("unknown parameter " + strconv.Quote(k))
+		case len(vs) > 1:
+			return nil, bad("sentinel_password given twice")
 		}
 	}
 	opt.SentinelPassword = q.Get("sentinel_password")
@@ -144,6 +157,15 @@ func sentinelOptions(raw string) (*redis.FailoverOptions, error) {
 		opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 	}
 	return opt, nil
+}
+
+// redisName names the Redis for the logs without credentials: its address,
+// or the master's name under Sentinel.
+func redisName(raw string, client *redis.Client) string {
+	if _, failover, err := redisClientOptions(raw); err == nil && failover != nil {
+		return "sentinel master " + failover.MasterName
+	}
+	return client.Options().Addr
 }
 
 // limited reports whether any limit is configured.
@@ -209,9 +231,9 @@ func newGovernor(ctx context.Context, c *config, j interface {
 			defer cancel()
 			if err := rg.Ping(pctx); err != nil {
 				log.Warn("redis does not answer at start-up; webhooks are acknowledged as usual, deliveries that need the shared limits wait until it does",
-					zap.String("addr", client.Options().Addr))
+					zap.String("redis", redisName(c.RedisURL, client)))
 			}
-			log.Info("backend limits and breakers shared through redis", zap.String("addr", client.Options().Addr))
+			log.Info("backend limits and breakers shared through redis", zap.String("redis", redisName(c.RedisURL, client)))
 			return rg.Start(ctx)
 		},
 		StopFunc: func(ctx context.Context) error {

@@ -131,7 +131,8 @@ func (a *api) overview(w http.ResponseWriter, r *http.Request) {
 // OverviewJournal is the overview's view of the journal's replication.
 type OverviewJournal struct {
 	// SynchronousStandbys counts the primary's standbys in sync or quorum
-	// state; -1 when unknown (the role cannot read pg_stat_replication).
+	// state; -1 when unknown (not read yet, or the role cannot read
+	// pg_stat_replication).
 	SynchronousStandbys int `json:"synchronous_standbys"`
 }
 
