@@ -180,6 +180,9 @@ func testJournalFailover(t *testing.T, mode string) {
 	waitFor(t, 40*time.Second, "whguard_journal_synchronous_standbys read again on the new primary (0: it has none)", func() bool {
 		return metricOf(t, s.admin, "whguard_journal_synchronous_standbys") == 0
 	})
+	if resets := metricOf(t, s.admin, "whguard_journal_connection_resets_total"); !(resets >= 1) {
+		t.Errorf("whguard_journal_connection_resets_total = %v after a failover, want at least 1", resets)
+	}
 	t.Logf("%s: %d events acknowledged; the slowest answer without a primary took %s; acks resumed %s after the promotion; %d delivered twice",
 		mode, acked, outage.Round(time.Millisecond), firstAfter.Sub(promoted).Round(time.Millisecond), twice)
 	// Deliveries in flight at the fault (8) and outcomes not yet flushed

@@ -298,6 +298,10 @@ func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) starts
 			Name: "whguard_journal_synchronous_standbys",
 			Help: "Standbys of the journal's primary in sync or quorum state (read every 30 s and after each reconnect); -1 when unknown: not read yet, or the role cannot read pg_stat_replication.",
 		}, func() float64 { return float64(pg.SynchronousStandbys()) }))
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "whguard_journal_connection_resets_total",
+			Help: "Times a connection failure found the journal's primary moved (or no host accepting writes) and whguard closed its connections to the old one.",
+		}, func() float64 { return float64(pg.ConnectionResets()) }))
 		part.StartFunc = func(context.Context) error {
 			return pg.WatchStandbys(cfg.JournalReplication == journal.ReplicatedStorage)
 		}
