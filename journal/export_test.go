@@ -63,6 +63,7 @@ var PlannedStatements = map[string]string{
 	"unpark-heads": sqlUnparkHeads,
 	"window":       sqlWindowIDs,
 	"attempts":     sqlAttemptsOf,
+	"append":       sqlAppend,
 }
 
 // FailoverIdle reports that no check for a new primary is running.

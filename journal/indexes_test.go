@@ -248,3 +248,42 @@ func tableOf(section string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// The append finds keys by probing the key and guard indexes once the
+// journal holds its first few thousand events (the hot pools' generic
+// plans are remade as the journal grows, postgres_plans.go): a plan that
+// joined against a scan of the table, chosen while it was small, would
+// read the whole table for every batch as it grows toward the next
+// re-plan.
+func TestAppendPlanProbesTheKeyOnceTheJournalGrows(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	url, drop, err := testdb.CreateMigrated(ctx, "appendplan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO whguard_events (provider, event_id, content_hash, status, body_guard)
+		SELECT 'stripe', 'evt_' || g, 'h', 'done', CASE WHEN g % 10 = 0 THEN 'guard_' || g END FROM generate_series(1, 2000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `ANALYZE whguard_events, whguard_payloads`); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := explain(ctx, conn, justification{name: "append", generic: true,
+		args: `ARRAY['stripe'], ARRAY['evt_1'], ARRAY['t'], ARRAY['h'], ARRAY[now()], ARRAY['{}'::jsonb], ARRAY['\x00'::bytea],
+			ARRAY['/'], ARRAY[''], 'whguard_events', '', ARRAY[30::float8], ARRAY['00000000-0000-0000-0000-000000000000'::uuid],
+			ARRAY['g'], ARRAY[''], ARRAY[false], ARRAY[false], ARRAY['stripe'], NULL::text[]`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(plan, "using whguard_events_key") || !strings.Contains(plan, "using whguard_events_body_guard") ||
+		regexp.MustCompile(`Seq Scan on whguard_events\b`).MatchString(plan) {
+		t.Fatalf("the append's generic plan on a journal of 2 000 events does not probe the key and guard indexes:\n%s", plan)
+	}
+}

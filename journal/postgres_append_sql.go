@@ -70,7 +70,12 @@ WITH input AS (
 SELECT input.ord, ins.id, ev.id, ev.content_hash, input.behind, coalesce(ev.source, input.source) = 'catchup'
 FROM input
 LEFT JOIN ins ON ins.provider = input.provider AND ins.event_id = input.event_id
-LEFT JOIN whguard_events ev ON ins.id IS NULL AND ev.provider = input.provider AND ev.event_id = input.event_id
+-- One probe of the key per key not inserted, whatever the statistics say
+-- (OFFSET 0 keeps the sub-query apart, so it is not turned into a join
+-- that a plan made on a small table would run as a scan of it).
+LEFT JOIN LATERAL (SELECT e.id, e.content_hash, e.source FROM whguard_events e
+                   WHERE ins.id IS NULL AND e.provider = input.provider AND e.event_id = input.event_id
+                   OFFSET 0) ev ON true
 WHERE (SELECT count(*) FROM note) >= 0
 ORDER BY input.ord`
 }
@@ -82,10 +87,15 @@ ORDER BY input.ord`
 // snapshot still meets the unique constraint, which refuses the whole
 // statement; Append then runs sqlAppendOnConflict. So the constraint still
 // decides, and this only asks first.
+//
+// Each NOT EXISTS is one index probe per row: OFFSET 0 keeps it a
+// sub-query, which the planner would otherwise turn into an anti join
+// and, in a generic plan made while the table was small, run as a scan
+// of the whole table for every batch.
 var sqlAppend = appendStatement(`WHERE NOT EXISTS (SELECT 1 FROM whguard_events k
-                        WHERE k.provider = input.provider AND k.event_id = input.event_id)
+                        WHERE k.provider = input.provider AND k.event_id = input.event_id OFFSET 0)
   AND (guard = '' OR NOT EXISTS (SELECT 1 FROM whguard_events g
-                                 WHERE g.provider = input.provider AND g.body_guard = input.guard))
+                                 WHERE g.provider = input.provider AND g.body_guard = input.guard OFFSET 0))
     `, "")
 
 // sqlAppendOnConflict is the append after the constraint refused
