@@ -92,21 +92,7 @@ SELECT id, 1, received_at, 3, 500, '', 'no' FROM whguard_events WHERE status IN 
 func TestIndexesAreJustified(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url, drop, err := testdb.CreateMigrated(ctx, "indexes")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drop()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, q := range []string{indexShapeSQL, `VACUUM ANALYZE whguard_events, whguard_payloads, whguard_attempts`} {
-		if _, err := conn.Exec(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
+	conn := migratedWith(t, "indexes", indexShapeSQL, `VACUUM ANALYZE whguard_events, whguard_payloads, whguard_attempts`)
 
 	defs := map[string]string{} // index: its definition
 	rows, err := conn.Query(ctx, `SELECT indexname, indexdef FROM pg_indexes WHERE tablename = ANY($1) ORDER BY indexname`, hotTables)
@@ -168,6 +154,29 @@ func TestIndexesAreJustified(t *testing.T) {
 	if got, want := tableOf(text[i+len(begin):k]), tableOf(doc); got != want {
 		t.Errorf("%s: the index table is stale (run make docs):\n%s\nwant:\n%s", path, got, want)
 	}
+}
+
+// migratedWith is a connection to a fresh migrated database on which the
+// statements have run; both end with the test.
+func migratedWith(t *testing.T, prefix string, statements ...string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	url, drop, err := testdb.CreateMigrated(ctx, prefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drop)
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	for _, q := range statements {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%.60s…: %v", q, err)
+		}
+	}
+	return conn
 }
 
 // explain is j's plan as the server would run it: EXPLAIN EXECUTE of the
@@ -258,23 +267,9 @@ func tableOf(section string) string {
 func TestAppendPlanProbesTheKeyOnceTheJournalGrows(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	url, drop, err := testdb.CreateMigrated(ctx, "appendplan")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer drop()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, `INSERT INTO whguard_events (provider, event_id, content_hash, status, body_guard)
-		SELECT 'stripe', 'evt_' || g, 'h', 'done', CASE WHEN g % 10 = 0 THEN 'guard_' || g END FROM generate_series(1, 2000) g`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := conn.Exec(ctx, `ANALYZE whguard_events, whguard_payloads`); err != nil {
-		t.Fatal(err)
-	}
+	conn := migratedWith(t, "appendplan", `INSERT INTO whguard_events (provider, event_id, content_hash, status, body_guard)
+		SELECT 'stripe', 'evt_' || g, 'h', 'done', CASE WHEN g % 10 = 0 THEN 'guard_' || g END FROM generate_series(1, 2000) g`,
+		`ANALYZE whguard_events, whguard_payloads`)
 	plan, err := explain(ctx, conn, justification{name: "append", generic: true,
 		args: `ARRAY['stripe'], ARRAY['evt_1'], ARRAY['t'], ARRAY['h'], ARRAY[now()], ARRAY['{}'::jsonb], ARRAY['\x00'::bytea],
 			ARRAY['/'], ARRAY[''], 'whguard_events', '', ARRAY[30::float8], ARRAY['00000000-0000-0000-0000-000000000000'::uuid],
