@@ -284,7 +284,14 @@ func (s *protectedSet) api(i int, method, path, body string, out any) int {
 // name and labels start with prefix (-1 when absent).
 func (s *protectedSet) metric(i int, prefix string) float64 {
 	s.t.Helper()
-	resp, err := http.Get("http://" + s.replicas[i].admin + "/metrics")
+	return metricAt(s.replicas[i].admin, prefix)
+}
+
+// metricAt reads one sample from the /metrics of the admin listener at
+// admin: the line whose name and labels start with prefix (-1 when absent
+// or unreachable).
+func metricAt(admin, prefix string) float64 {
+	resp, err := http.Get("http://" + admin + "/metrics")
 	if err != nil {
 		return -1
 	}
