@@ -62,7 +62,7 @@ var PlannedStatements = map[string]string{
 	"cleanup":      sqlCleanupEvents,
 	"unpark-heads": sqlUnparkHeads,
 	"window":       sqlWindowIDs,
-	"attempts":     sqlAttemptsOf,
+	"attempts":     pgAttemptsOf,
 	"append":       sqlAppend,
 }
 

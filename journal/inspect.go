@@ -162,16 +162,27 @@ func skipRefusal(id int64, skipped, found bool) error {
 	return fmt.Errorf("event %d: %w", id, ErrNotSkippable)
 }
 
-// sqlAttemptsOf lists an event's attempts on either store: a first
-// attempt that delivered is kept on the event's row (migration 0018),
-// every other in whguard_attempts. One text for both: $1 is a parameter
-// to SQLite as well, bound to the one argument wherever it appears.
-const sqlAttemptsOf = `
+// attemptsOf is the statement that lists an event's attempts on either
+// store, where rows names the attempts rows t of event $1: a first attempt that
+// delivered is kept on the event's row (migration 0018), every other in
+// whguard_attempts. $1 is a parameter to SQLite as well, bound to the one
+// argument wherever it appears.
+func attemptsOf(rows string) string {
+	return `
 SELECT number, started_at, duration_ms, status_code, error, response_excerpt FROM (
     SELECT 1 AS number, first_started_at AS started_at, first_duration_ms AS duration_ms,
            first_status_code AS status_code, '' AS error, coalesce(first_excerpt, '') AS response_excerpt, CAST(0 AS bigint) AS id
     FROM whguard_events WHERE id = $1 AND first_started_at IS NOT NULL
     UNION ALL
-    SELECT number, started_at, duration_ms, status_code, error, response_excerpt, id
-    FROM whguard_attempts WHERE event_row_id = $1) a
+    SELECT t.number, t.started_at, t.duration_ms, t.status_code, t.error, t.response_excerpt, t.id
+    FROM ` + rows + `) a
 ORDER BY number, id`
+}
+
+// sqliteAttemptsOf lists an event's attempts on SQLite.
+var sqliteAttemptsOf = attemptsOf(`whguard_attempts t WHERE t.event_row_id = $1`)
+
+// pgAttemptsOf lists an event's attempts on PostgreSQL, from the two
+// partitions they can be in.
+var pgAttemptsOf = attemptsOf(`whguard_events ev JOIN LATERAL (SELECT * FROM whguard_attempts t WHERE t.event_row_id = ev.id AND ` +
+	inPartitions("t", "ev.received_at") + ` OFFSET 0) t ON true WHERE ev.id = $1`)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"go.uber.org/zap"
 )
 
 // The two stores' migrations share one numbering: migration N is the same
@@ -81,6 +82,21 @@ func LatestVersion() int {
 // that its migration is not applied. It is safe to call from several
 // processes at once and to call again.
 func (p *Postgres) Migrate(ctx context.Context) (applied []int, err error) {
+	applied, err = p.migrate(ctx)
+	if err != nil {
+		return applied, err
+	}
+	// The day partitions from today on; when their lock cannot be had now
+	// (a busy journal), rows go to the held partitions until the next
+	// cleanup creates them.
+	if err := p.ensurePartitions(ctx, p.now()); err != nil {
+		p.log.Warn("migrate: day partitions not created yet", zap.Error(err))
+	}
+	return applied, nil
+}
+
+// migrate applies the migrations (Migrate).
+func (p *Postgres) migrate(ctx context.Context) (applied []int, err error) {
 	switch {
 	case p.listenConfig != nil:
 		conn, err := p.sessionConn(ctx)
@@ -96,7 +112,7 @@ func (p *Postgres) Migrate(ctx context.Context) (applied []int, err error) {
 	if refusedStartup(err) {
 		// The first connection found the pooler (the tracer noted it).
 		p.failover.notePooled(err)
-		return p.Migrate(ctx)
+		return p.migrate(ctx)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("migrate: acquire connection: %w", err)

@@ -40,6 +40,9 @@ type PostgresConfig struct {
 	// server's autovacuum is on (by default whguard only does it itself
 	// when autovacuum is off).
 	AlwaysVacuum bool
+	// Now is the clock that says which day it is, for the day partitions
+	// created ahead (postgres_partitions.go); nil means time.Now.
+	Now func() time.Time
 }
 
 // Postgres is the PostgreSQL journal. It is safe for concurrent use.
@@ -73,6 +76,8 @@ type Postgres struct {
 	// alwaysVacuum and warnedVacuum: see vacuumIfNeeded.
 	alwaysVacuum bool
 	warnedVacuum atomic.Bool
+	// now is PostgresConfig.Now.
+	now func() time.Time
 	// growth re-plans the hot statements as the journal grows (postgres_plans.go).
 	growth growth
 	// bg bounds background work (stopBG ends it); bgWork waits for it;
@@ -171,7 +176,10 @@ func OpenPostgres(ctx context.Context, cfg PostgresConfig) (*Postgres, error) {
 	fo.pools = []*pgxpool.Pool{pool, ingest, queue}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, listenConfig: listenConfig, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum}
+	p := &Postgres{pool: pool, ingest: ingest, queue: queue, log: log, failover: fo, listenConfig: listenConfig, instance: hex.EncodeToString(b[:]), alwaysVacuum: cfg.AlwaysVacuum, now: cfg.Now}
+	if p.now == nil {
+		p.now = time.Now
+	}
 	p.bg, p.stopBG = context.WithCancel(context.Background())
 	fo.ctx, fo.spawn = p.bg, p.goBackground
 	return p, nil

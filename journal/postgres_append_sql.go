@@ -59,10 +59,11 @@ WITH input AS (
            NULLIF(order_key, ''), order_block, order_key <> '', source
     FROM input ` + where + `ORDER BY ord
     ` + onConflict + `
-    RETURNING id, provider, event_id
+    RETURNING id, provider, event_id, received_at
 ), pay AS (
-    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme)
-    SELECT ins.id, input.headers, input.body, input.path, input.raw_query, NULLIF(input.scheme, '')
+    INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme, day)
+    SELECT ins.id, input.headers, input.body, input.path, input.raw_query, NULLIF(input.scheme, ''),
+           ` + writeDay(payloadsTable, "ins.received_at") + `
     FROM ins JOIN input ON input.provider = ins.provider AND input.event_id = ins.event_id
 ), note AS (
     SELECT pg_notify($10, $11) WHERE $11 <> '' AND EXISTS (SELECT 1 FROM ins)

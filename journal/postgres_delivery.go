@@ -208,7 +208,7 @@ WHERE id IN (SELECT id FROM (SELECT DISTINCT ON (provider, order_key) id, next_a
 // earlier-holder probe comes first and stops at the first index entry,
 // so a waiting row costs one probe; only the first in line of a key also
 // looks for a later row of its key being delivered (after a replay).
-const sqlLease = `
+var sqlLease = `
 WITH leased AS (
     UPDATE whguard_events ev
     SET status = 'processing',
@@ -233,7 +233,7 @@ WITH leased AS (
               ev.lease_token, ev.lease_expires_at, ev.received_at, coalesce(ev.order_key, '')
 )
 SELECT l.*, p.headers, p.body, p.path, p.raw_query, coalesce(p.scheme, '')
-FROM leased l JOIN whguard_payloads p ON p.event_row_id = l.id
+FROM leased l JOIN ` + payloadOf("l") + ` ON true
 ORDER BY l.id`
 
 // The fences below match rows by primary key and lease token only: a
@@ -241,7 +241,7 @@ ORDER BY l.id`
 // out of processing, so a matching token implies processing. Naming the
 // status as well let the planner pick a partial status index from stale
 // statistics and walk its dead entries; "id = ANY" keeps it on the key.
-const sqlComplete = `
+var sqlComplete = `
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
                          $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[], $12::bool[])
@@ -263,15 +263,16 @@ WITH f AS (
         updated_at = now()
     FROM f
     WHERE ev.id = ANY ($1::bigint[]) AND ev.id = f.id AND ev.lease_token = f.token
-    RETURNING ev.id, ev.provider, ev.order_key, ev.order_holds
+    RETURNING ev.id, ev.provider, ev.order_key, ev.order_holds, ev.received_at
 ), unpark AS (
     -- A row that released its key makes the next in line due.
     UPDATE whguard_events w SET next_attempt_at = now()
     WHERE w.id IN (SELECT ` + nextInLine + ` FROM upd u WHERE u.order_key IS NOT NULL AND NOT u.order_holds)
       AND w.next_attempt_at = ` + pgParked + `
 ), att AS (
-    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
-    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt
+    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, day)
+    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt,
+           ` + writeDay(attemptsTable, "upd.received_at") + `
     FROM f JOIN upd ON upd.id = f.id
     WHERE NOT f.on_row
 )

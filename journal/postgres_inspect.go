@@ -69,7 +69,8 @@ WHERE ($1 = '' OR status = $1) AND ($2 = '' OR provider = $2) AND ($3::bigint = 
   AND ($7 = '' OR CASE WHEN $8 THEN starts_with(event_id, $7) ELSE event_id = $7 END)
   AND (coalesce(cardinality($9::text[]), 0) = 0 OR event_type LIKE ANY ($9::text[]))
   AND ($10::timestamptz IS NULL OR received_at < $10)
-  AND (NOT $11 OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id))
+  AND (NOT $11 OR EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = whguard_events.id
+                           AND `+inPartitions("p", "whguard_events.received_at")+`))
   AND id BETWEEN $12 AND $13
 ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.Since), n,
 		providersFilter(f), f.EventID, f.EventIDPrefix, likePatterns(f.Types), nullTime(f.Until), f.WithPayload, lo, hi)
@@ -80,7 +81,7 @@ ORDER BY id DESC LIMIT $5`, string(f.Status), f.Provider, f.Before, nullTime(f.S
 }
 
 func (p *Postgres) eachBody(ctx context.Context, ids []int64, fn func(id int64, body []byte) error) error {
-	rows, err := p.pool.Query(ctx, `SELECT event_row_id, body FROM whguard_payloads WHERE event_row_id = ANY ($1::bigint[])`, ids)
+	rows, err := p.pool.Query(ctx, `SELECT ev.id, p.body FROM whguard_events ev JOIN `+payloadOf("ev")+` ON true WHERE ev.id = ANY ($1::bigint[])`, ids)
 	if err != nil {
 		return err
 	}
@@ -141,7 +142,7 @@ SELECT `+summaryColumnsEv+`, p.headers, p.body, p.path, p.raw_query, coalesce(p.
        ev.order_holds,
        coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.order_holds AND b.provider = ev.provider
                  AND b.order_key = ev.order_key AND b.id < ev.id), 0)
-FROM whguard_events ev LEFT JOIN whguard_payloads p ON p.event_row_id = ev.id
+FROM whguard_events ev LEFT JOIN `+payloadOf("ev")+` ON true
 WHERE ev.id = $1`, id)
 	var path, query *string
 	err := row.Scan(&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Status, &d.Attempts,
@@ -157,7 +158,7 @@ WHERE ev.id = $1`, id)
 	if path != nil {
 		d.Path, d.RawQuery = *path, *query
 	}
-	rows, err := p.pool.Query(ctx, sqlAttemptsOf, id)
+	rows, err := p.pool.Query(ctx, pgAttemptsOf, id)
 	if err != nil {
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
@@ -204,8 +205,8 @@ func (p *Postgres) replayEvent(ctx context.Context, id int64, reason string) (re
 		return replayTarget{replayed: true}, nil
 	}
 	var t replayTarget
-	err := p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads WHERE event_row_id = $1)
-		FROM whguard_events WHERE id = $1`, id).Scan(&t.status, &t.hasPayload)
+	err := p.pool.QueryRow(ctx, `SELECT status, EXISTS (SELECT 1 FROM whguard_payloads p WHERE p.event_row_id = $1
+		AND `+inPartitions("p", "whguard_events.received_at")+`) FROM whguard_events WHERE id = $1`, id).Scan(&t.status, &t.hasPayload)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return t, nil
 	}
@@ -325,7 +326,7 @@ func scanSummary(r pgx.CollectableRow) (Summary, error) {
 	return s, err
 }
 
-const sqlReplay = `
+var sqlReplay = `
 WITH moved AS (
     UPDATE whguard_events ev
     SET status = 'retry', next_attempt_at = now(), budget_base = ev.attempts, updated_at = now(),
@@ -334,7 +335,7 @@ WITH moved AS (
     -- concurrently either waits for this replay or, if it went first,
     -- makes this join find nothing (the event is then not replayable).
     FROM (SELECT e.id, e.status FROM whguard_events e
-          JOIN whguard_payloads p ON p.event_row_id = e.id
+          JOIN whguard_payloads p ON p.event_row_id = e.id AND ` + inPartitions("p", "e.received_at") + `
           WHERE e.id = ANY($1::bigint[]) AND e.status IN ('dead', 'done', 'ignored')
           FOR UPDATE OF e, p) old
     WHERE ev.id = old.id

@@ -83,7 +83,11 @@ func (p *Postgres) grew(n int) {
 // the events table's estimated row count.
 func (p *Postgres) analyzeHotTables(ctx context.Context) (int64, error) {
 	start := time.Now()
-	if _, err := p.pool.Exec(ctx, `ANALYZE whguard_events, whguard_payloads`); err != nil {
+	tables, err := p.statTables(ctx, payloadsTable)
+	if err != nil {
+		return 0, err
+	}
+	if _, err := p.pool.Exec(ctx, `ANALYZE `+tables); err != nil {
 		return 0, err
 	}
 	var rows float64

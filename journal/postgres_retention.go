@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,21 +14,42 @@ import (
 // sharing a database, one cleans at a time.
 const cleanupLockKey int64 = 0x776867636c6e // "whgcln"
 
-// Cleanup applies retention in batches: it deletes done events last
-// changed before keysBefore, and drops the payloads of done events last
-// changed before payloadsBefore. Dead events are quarantine and are never
-// deleted; pending, retry and processing ones are never touched. Only one
-// replica cleans at a time; the others' batches delete nothing. It then
-// vacuums the hot tables when the server does not (vacuumIfNeeded).
+// Cleanup applies retention. It deletes done (and ignored) events last
+// changed before keysBefore, one batch at a time; it creates the day
+// partitions ahead and drops those of payloads whose day ended before
+// payloadsBefore and of attempts whose day ended before keysBefore,
+// after moving the rows still needed to the held partitions
+// (postgres_partitions.go); and it deletes held payloads of done events
+// last changed before payloadsBefore. Dead events are quarantine and are
+// never deleted; pending, retry and processing ones are never touched. Only
+// one replica deletes at a time; the others' batches delete nothing. It
+// then vacuums the hot tables when the server does not (vacuumIfNeeded).
+// A step that fails (a lock not had in time) does not stop the others.
 func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
+	var errs []error
+	if err := p.ensurePartitions(ctx, p.now()); err != nil {
+		errs = append(errs, err)
+	}
 	c, err := cleanup(ctx, p, keysBefore, payloadsBefore)
 	if err != nil {
-		return c, err
+		return c, errors.Join(append(errs, err)...)
+	}
+	for _, d := range []struct {
+		parent string
+		cutoff time.Time
+		rows   *int
+	}{{payloadsTable, payloadsBefore, &c.Payloads}, {attemptsTable, keysBefore, new(int)}} {
+		rows, dropped, err := p.dropDays(ctx, d.parent, d.cutoff)
+		*d.rows += rows
+		c.Partitions += dropped
+		if err != nil {
+			errs = append(errs, fmt.Errorf("retention: %w", err))
+		}
 	}
 	if err := p.vacuumIfNeeded(ctx); err != nil {
-		return c, err
+		errs = append(errs, err)
 	}
-	return c, nil
+	return c, errors.Join(errs...)
 }
 
 func (p *Postgres) cleanupEvents(ctx context.Context, before time.Time, n int) (int, error) {
@@ -82,7 +104,11 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 			p.log.Warn("PostgreSQL autovacuum is off: whguard vacuums its hot tables itself every minute; turn autovacuum on")
 		}
 	}
-	const vacuum = `VACUUM (ANALYZE, SKIP_LOCKED) whguard_events, whguard_payloads, whguard_attempts`
+	tables, err := p.statTables(ctx, payloadsTable, attemptsTable)
+	if err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	vacuum := `VACUUM (ANALYZE, SKIP_LOCKED) ` + tables
 	var conn interface {
 		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -122,9 +148,10 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 	return nil
 }
 
-// sqlCleanupEvents deletes old done (and ignored) events with their payloads and
-// attempts (which have no foreign key on PostgreSQL: migration 0004);
-// conflicts and replays go by ON DELETE CASCADE.
+// sqlCleanupEvents deletes old done (and ignored) events with their held
+// payloads and attempts (which have no foreign key on PostgreSQL:
+// migration 0004; those in day partitions go with their day, at most a
+// day later); conflicts and replays go by ON DELETE CASCADE.
 const sqlCleanupEvents = `
 WITH gone AS (
     DELETE FROM whguard_events ev
@@ -138,21 +165,22 @@ WITH gone AS (
       AND ev.status IN ('done', 'ignored') AND ev.updated_at < $1
     RETURNING ev.id
 ), payloads AS (
-    DELETE FROM whguard_payloads WHERE event_row_id IN (SELECT id FROM gone)
+    DELETE FROM whguard_payloads WHERE day = '-infinity' AND event_row_id IN (SELECT id FROM gone)
 ), attempts AS (
-    DELETE FROM whguard_attempts WHERE event_row_id IN (SELECT id FROM gone)
+    DELETE FROM whguard_attempts WHERE day = '-infinity' AND event_row_id IN (SELECT id FROM gone)
 )
 SELECT count(*) FROM gone`
 
-// sqlCleanupPayloads drops old done (and ignored) payloads. The event row is locked
+// sqlCleanupPayloads drops old done (and ignored) payloads of the held
+// partition (the others go with their day). The event row is locked
 // (skipping rows a replay holds) and its state re-checked, so a replay and
 // this cleanup never both succeed on one event: a replay that waited for
 // this lock then finds no payload and refuses (Replay locks the payload).
 const sqlCleanupPayloads = `
 DELETE FROM whguard_payloads p
 USING whguard_events ev
-WHERE p.event_row_id = ev.id AND ev.status IN ('done', 'ignored') AND ev.updated_at < $1
+WHERE p.day = '-infinity' AND p.event_row_id = ev.id AND ev.status IN ('done', 'ignored') AND ev.updated_at < $1
   AND ev.id IN (
-    SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id
+    SELECT e.id FROM whguard_events e JOIN whguard_payloads pp ON pp.event_row_id = e.id AND pp.day = '-infinity'
     WHERE e.status IN ('done', 'ignored') AND e.updated_at < $1 ORDER BY e.updated_at, e.id LIMIT $2
     FOR UPDATE OF e SKIP LOCKED)`

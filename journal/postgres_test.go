@@ -165,7 +165,7 @@ func TestRetentionLeavesNoOrphans(t *testing.T) {
 	ctx := context.Background()
 	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
 	deliveredEvent(t, s, "a")
-	future := time.Now().Add(time.Hour)
+	future := time.Now().Add(48 * time.Hour) // past the end of today's partitions
 	if c, err := s.Cleanup(ctx, future, future); err != nil || c.Events != 1 {
 		t.Fatalf("cleanup %+v %v", c, err)
 	}
@@ -446,14 +446,15 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 	// their large columns (0015): the planner still learns their size.
 	var est float64
 	var count int64
-	if err := s.Pool().QueryRow(ctx, `SELECT reltuples::float8, (SELECT count(*) FROM whguard_payloads)
-		FROM pg_class WHERE oid = 'whguard_payloads'::regclass`).Scan(&est, &count); err != nil {
+	// (Each partition is analyzed, not the parent: postgres_partitions.go.)
+	if err := s.Pool().QueryRow(ctx, `SELECT sum(greatest(reltuples, 0))::float8, (SELECT count(*) FROM whguard_payloads)
+		FROM pg_class WHERE oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'whguard_payloads'::regclass)`).Scan(&est, &count); err != nil {
 		t.Fatal(err)
 	}
 	var bodyTarget int
-	if err := s.Pool().QueryRow(ctx, `SELECT attstattarget FROM pg_attribute
-		WHERE attrelid = 'whguard_payloads'::regclass AND attname = 'body'`).Scan(&bodyTarget); err != nil || bodyTarget != 0 {
-		t.Fatalf("payload body statistics target %d (%v), want 0", bodyTarget, err)
+	if err := s.Pool().QueryRow(ctx, `SELECT max(attstattarget) FROM pg_attribute
+		WHERE attrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'whguard_payloads'::regclass) AND attname = 'body'`).Scan(&bodyTarget); err != nil || bodyTarget != 0 {
+		t.Fatalf("payload body statistics target %d (%v), want 0 in every partition", bodyTarget, err)
 	}
 	if count < 10000 || est < float64(count)/2 || est > float64(count)*2 {
 		t.Fatalf("whguard_payloads: estimated %.0f rows, counted %d", est, count)
@@ -518,7 +519,9 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 				t.Fatal(err)
 			}
 			text := strings.Join(plan, "\n")
-			for _, bad := range []string{"Seq Scan on whguard_events", "Seq Scan on whguard_payloads"} {
+			// The held partitions are empty here: scanning nothing is
+			// right (rows moved there are analyzed, which re-plans).
+			for _, bad := range []string{"Seq Scan on whguard_events", "Seq Scan on whguard_payloads_2"} {
 				if strings.Contains(text, bad) {
 					t.Errorf("plan of %s… has %q:\n%s", short, bad, text)
 				}

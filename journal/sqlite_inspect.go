@@ -170,7 +170,7 @@ SELECT ev.order_holds, coalesce((SELECT min(b.id) FROM whguard_events b WHERE b.
 FROM whguard_events ev WHERE ev.id = ?`, id).Scan(&d.HoldsKey, &d.WaitingFor); err != nil {
 		return nil, pl, fmt.Errorf("read order state of event %d: %w", id, err)
 	}
-	rows, err := s.r.QueryContext(ctx, sqlAttemptsOf, id)
+	rows, err := s.r.QueryContext(ctx, sqliteAttemptsOf, id)
 	if err != nil {
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}

@@ -335,6 +335,9 @@ type Cleaned struct {
 	// Payloads are bodies and headers dropped from done (or ignored) events that are
 	// still kept for deduplication.
 	Payloads int
+	// Partitions are the day partitions of payloads and attempts dropped
+	// (PostgreSQL only), their rows counted in Payloads.
+	Partitions int
 }
 
 // cleanup applies retention in batches of cleanupBatch: it deletes done

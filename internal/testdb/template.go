@@ -139,9 +139,12 @@ func migrationsHash() (string, error) {
 		return "", fmt.Errorf("no migrations in %s (%v)", filepath.Join(root, "journal", "migrations", "postgres"), err)
 	}
 	sort.Strings(files)
-	files = append(files, filepath.Join(root, "journal", "migrate.go"))
+	files = append(files, filepath.Join(root, "journal", "migrate.go"), filepath.Join(root, "journal", "postgres_partitions.go"))
 	h := sha256.New()
 	fmt.Fprintf(h, "layout %s\n", templateLayout)
+	// Migrating creates the journal's day partitions from the day it runs:
+	// a template built on another day would have none for today.
+	fmt.Fprintf(h, "day %s\n", time.Now().UTC().Format(time.DateOnly))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
 		if err != nil {

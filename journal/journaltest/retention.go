@@ -11,6 +11,11 @@ import (
 	"github.com/whguard/whguard/journal"
 )
 
+// later is a cutoff that every row written now is older than, on either
+// store: PostgreSQL frees payloads and attempts a whole UTC day at a time,
+// once the day their event was received is over before the cutoff.
+func later() time.Time { return time.Now().Add(48 * time.Hour) }
+
 // Retention deletes old done events (their keys are forgotten), drops old
 // done payloads earlier, never touches dead or undelivered events, and a
 // done event without its payload cannot be replayed.
@@ -30,7 +35,7 @@ func testRetentionCleanup(t *testing.T, s journal.Store) {
 	if _, err := s.Release(ctx, []int64{byID["pending"].ID}, []uuid.UUID{byID["pending"].LeaseToken}); err != nil {
 		t.Fatal(err)
 	}
-	past, future := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	past, future := time.Now().Add(-time.Hour), later()
 
 	// Nothing is old enough yet.
 	c, err := s.Cleanup(ctx, past, past)
@@ -164,7 +169,7 @@ func testIgnoredRetention(t *testing.T, s journal.Store) {
 	e := Event("q", "ign-old", "h")
 	e.Ignored = true
 	id := AppendOne(t, s, e).ID
-	past, future := time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	past, future := time.Now().Add(-time.Hour), later()
 	c, err := s.Cleanup(ctx, past, future)
 	if err != nil || c.Payloads != 1 || c.Events != 0 {
 		t.Fatalf("payload cleanup: %+v %v", c, err)

@@ -1,0 +1,3 @@
+-- 0019: PostgreSQL only (payloads and attempts partitioned by day, so that
+-- retention drops partitions). The embedded store keeps one table each and
+-- deletes rows. Nothing to do here.
