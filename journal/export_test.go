@@ -68,3 +68,7 @@ var PlannedStatements = map[string]string{
 
 // FailoverIdle reports that no check for a new primary is running.
 func FailoverIdle(p *Postgres) bool { return !p.failover.checking.Load() }
+
+// SetPartitionLockTimeout replaces how long creating or dropping a
+// partition waits for its parent's lock.
+func SetPartitionLockTimeout(p *Postgres, d time.Duration) { p.lockTimeout.Store(int64(d)) }

@@ -78,6 +78,8 @@ type Postgres struct {
 	warnedVacuum atomic.Bool
 	// now is PostgresConfig.Now.
 	now func() time.Time
+	// lockTimeout, when set (ns), replaces partitionLockTimeout (tests).
+	lockTimeout atomic.Int64
 	// growth re-plans the hot statements as the journal grows (postgres_plans.go).
 	growth growth
 	// bg bounds background work (stopBG ends it); bgWork waits for it;

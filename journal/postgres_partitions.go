@@ -44,8 +44,19 @@ const partitionsAhead = 3
 // partitionLockTimeout bounds the wait for a parent's exclusive lock
 // (creating or dropping a partition): writers queue behind a waiting
 // lock, so a long wait would stall ingest. On timeout the step is tried
-// again at the next cleanup.
-const partitionLockTimeout = "500ms"
+// again at the next cleanup. (Postgres.lockTimeout, for tests.)
+const partitionLockTimeout = 500 * time.Millisecond
+
+// setLockTimeout bounds tx's waits for locks by the partition lock
+// timeout.
+func (p *Postgres) setLockTimeout(ctx context.Context, tx pgx.Tx) error {
+	d := partitionLockTimeout
+	if t := p.lockTimeout.Load(); t > 0 {
+		d = time.Duration(t)
+	}
+	_, err := tx.Exec(ctx, fmt.Sprintf(`SET LOCAL lock_timeout = %d`, d.Milliseconds()))
+	return err
+}
 
 // dayOf is the partition day of an event received at ts, an SQL
 // expression.
@@ -133,7 +144,7 @@ func (p *Postgres) ensurePartitions(ctx context.Context, today time.Time) error 
 			continue // the usual case: nothing to create, no lock taken
 		}
 		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
+			if err := p.setLockTimeout(ctx, tx); err != nil {
 				return err
 			}
 			// Creating a partition takes this lock anyway; taken first,
@@ -257,7 +268,7 @@ func (p *Postgres) dropDay(ctx context.Context, parent string, day, cutoff time.
 		return 0, moved, err
 	}
 	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+partitionLockTimeout+`'`); err != nil {
+		if err := p.setLockTimeout(ctx, tx); err != nil {
 			return err
 		}
 		// The parent first, as every statement on it locks it: then no
