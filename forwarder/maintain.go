@@ -86,15 +86,14 @@ func (f *Forwarder) reapOnce(ctx context.Context) error {
 // cleanupOnce applies retention (leader-only across PostgreSQL replicas).
 func (f *Forwarder) cleanupOnce(ctx context.Context) error {
 	now := f.cfg.Now()
+	// What a cleanup did is counted even when a later step of it failed.
 	c, err := f.cfg.Store.Cleanup(ctx, now.Add(-f.cfg.KeyRetention), now.Add(-f.cfg.PayloadRetention))
-	if err != nil {
-		return err
-	}
-	if c.Events > 0 || c.Payloads > 0 {
-		f.log.Info("retention cleanup", zap.Int("events_deleted", c.Events), zap.Int("payloads_dropped", c.Payloads))
+	if c.Events > 0 || c.Payloads > 0 || c.Partitions > 0 {
+		f.log.Info("retention cleanup", zap.Int("events_deleted", c.Events), zap.Int("payloads_dropped", c.Payloads),
+			zap.Int("partitions_dropped", c.Partitions))
 		f.cfg.Metrics.cleaned(c)
 	}
-	return nil
+	return err
 }
 
 // statsOnce refreshes the status gauges.

@@ -286,7 +286,7 @@ func TestPartitionsUpgrade(t *testing.T) {
 				for id := 1; id <= 3; id++ {
 					exec(`INSERT INTO whguard_payloads (event_row_id, headers, body, path) VALUES ($1, '{}', $2, '/p')`, id, []byte(`{"n":`+string(rune('0'+id))+`}`))
 				}
-				exec(`INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, response_excerpt) VALUES (2, 1, `+ts+`, 5, 422, 'no')`)
+				exec(`INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, response_excerpt) VALUES (2, 1, ` + ts + `, 5, 422, 'no')`)
 				if store == "postgres" {
 					exec(`SELECT setval('whguard_events_id_seq', 3)`)
 				}

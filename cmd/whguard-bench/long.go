@@ -29,7 +29,10 @@ type Long struct {
 	Preloaded      *JournalRun `json:"preloaded,omitempty"`
 	PreloadRows    int         `json:"preload_rows"`
 	PreloadSeconds float64     `json:"preload_seconds"`
-	Failed         string      `json:"failed,omitempty"`
+	// Retention expires a day of events by DELETE and by dropping
+	// partitions (retention.go).
+	Retention *Retention `json:"retention,omitempty"`
+	Failed    string     `json:"failed,omitempty"`
 }
 
 // MemoryRun is whguard-pg taking many events in one process lifetime.
@@ -68,6 +71,9 @@ func (h *harness) long(ctx context.Context) *Long {
 		}
 		l.Memory = m
 		progress("  %s", oneLine(m.Result))
+	}
+	if h.opts.retentionEvents > 0 {
+		l.Retention = h.retention(ctx, h.opts.retentionEvents)
 	}
 	if h.opts.preloadRows <= 0 {
 		return l
@@ -252,6 +258,9 @@ func (l *Long) print(w io.Writer) {
 	}
 	if l.Preloaded != nil && len(l.Preloaded.Search) > 0 {
 		printSearch(w, l.Preloaded.Rows, l.Preloaded.Search)
+	}
+	if l.Retention != nil {
+		l.Retention.print(w)
 	}
 	if l.Failed != "" {
 		fmt.Fprintf(w, "FAILED: %s\n", l.Failed)

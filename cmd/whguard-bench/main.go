@@ -42,7 +42,7 @@ type options struct {
 	out, chart                                    string
 	only, fixed                                   []string
 	long                                          bool
-	longEvents, preloadRows                       int
+	longEvents, preloadRows, retentionEvents      int
 	// whguardBin, when set, is the whguard binary to run instead of one
 	// built from this checkout: the way to measure old code against new
 	// in interleaved pairs with one harness.
@@ -88,6 +88,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.long, "long", false, "also the long runs: -long-events through whguard-pg (bounded memory), and an empty vs -preload-rows journal comparison")
 	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run (0 skips it)")
 	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison (0 skips it)")
+	fs.IntVar(&o.retentionEvents, "retention-events", 5_000_000, "events of the day the -long retention figure expires by DELETE and by dropping partitions; a tenth a day over six simulated days (0 skips it)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

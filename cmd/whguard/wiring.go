@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,10 +24,13 @@ import (
 
 // parts are whguard's long-lived parts, built and not yet running.
 type parts struct {
-	journal        startstop.Service
-	migration      *migration
-	governor       startstop.Service // nil: nothing to run
-	forwarder      startstop.Service
+	journal   startstop.Service
+	migration *migration
+	governor  startstop.Service // nil: nothing to run
+	forwarder startstop.Service
+	// delivering is set once the forwarder has started (after the
+	// migrations): readiness waits for it (ready).
+	delivering     atomic.Bool
 	alerts         startstop.Service // nil: no alerts
 	catchup        startstop.Service // nil: catch-up is off
 	ingress, admin *listener
@@ -138,7 +142,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		apiCfg.Catchup, p.catchup = cu, cu
 	}
 	adminHandler := admin.NewAdmin(admin.AdminConfig{
-		Ready:        j.Ready,
+		Ready:        p.ready(j),
 		Gatherer:     reg,
 		Token:        cfg.AdminToken,
 		API:          admin.NewAPI(apiCfg),
@@ -158,10 +162,14 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if cfg.MetricsListen != "" {
 		// Scrapers and probes get their own listener, whatever Host they
 		// send; the admin one can stay on loopback.
-		p.metrics = newListener("metrics", proxy.NewServer(cfg.MetricsListen, admin.NewProbes(j.Ready, reg, log.Named("metrics")), log.Named("metrics")),
+		p.metrics = newListener("metrics", proxy.NewServer(cfg.MetricsListen, admin.NewProbes(p.ready(j), reg, log.Named("metrics")), log.Named("metrics")),
 			log, p.listenerErrs)
 	}
-	p.forwarder = startstop.Func{StartFunc: fwd.Start, StopFunc: func(ctx context.Context) error {
+	p.forwarder = startstop.Func{StartFunc: func(ctx context.Context) error {
+		err := fwd.Start(ctx)
+		p.delivering.Store(err == nil)
+		return err
+	}, StopFunc: func(ctx context.Context) error {
 		if err := fwd.Stop(ctx); err != nil {
 			log.Warn("deliveries interrupted at the shutdown deadline; their leases were handed back", zap.Error(err))
 		}
@@ -228,6 +236,19 @@ func (l *listener) Stop(ctx context.Context) error {
 // migration applies the journal's migrations at start-up, retrying every
 // two seconds while the database is unreachable; ready is closed once the
 // schema is there.
+// ready is the replica's readiness: its journal answers, and it delivers.
+// Until the forwarder has started, after the migrations, an event would be
+// journaled with nobody yet to deliver it (a sync-mode sender would get a
+// 202 where a running replica answers with its backend's reply).
+func (p *parts) ready(j journal.Store) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		if !p.delivering.Load() {
+			return admin.ErrStarting
+		}
+		return j.Ready(ctx)
+	}
+}
+
 type migration struct {
 	j     journal.Store
 	log   *zap.Logger

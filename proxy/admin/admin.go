@@ -97,6 +97,10 @@ func NewProbes(ready func(ctx context.Context) error, gatherer prometheus.Gather
 	return mux
 }
 
+// ErrStarting is a readiness error: the process is still starting (its
+// deliveries have not begun).
+var ErrStarting = errors.New("starting: deliveries have not begun")
+
 // probeRoutes adds the open routes: liveness, readiness, metrics.
 func probeRoutes(mux *http.ServeMux, ready func(ctx context.Context) error, gatherer prometheus.Gatherer, log *zap.Logger) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -107,8 +111,11 @@ func probeRoutes(mux *http.ServeMux, ready func(ctx context.Context) error, gath
 		defer cancel()
 		if err := ready(ctx); err != nil {
 			msg := "journal unreachable"
-			if errors.Is(err, journal.ErrNotMigrated) {
+			switch {
+			case errors.Is(err, journal.ErrNotMigrated):
 				msg = "journal not migrated: run `whguard migrate`"
+			case errors.Is(err, ErrStarting):
+				msg = "starting"
 			}
 			log.Warn("not ready", zap.Error(err))
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": msg})
