@@ -337,8 +337,8 @@ func (j *retentionJournal) sizes(ctx context.Context) ([3]float64, int, error) {
 	var parts int
 	err := j.conn.QueryRow(ctx, `
 SELECT pg_total_relation_size('whguard_events') / 1048576.0,
-       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('whguard_payloads')) / 1048576.0,
-       (SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('whguard_attempts')) / 1048576.0,
+       coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('whguard_payloads')), pg_total_relation_size('whguard_payloads')) / 1048576.0,
+       coalesce((SELECT sum(pg_total_relation_size(relid)) FROM pg_partition_tree('whguard_attempts')), pg_total_relation_size('whguard_attempts')) / 1048576.0,
        (SELECT count(*) FROM pg_partition_tree('whguard_payloads') WHERE isleaf AND relid::text ~ '_[0-9]{8}$')::int
          + (SELECT count(*) FROM pg_partition_tree('whguard_attempts') WHERE isleaf AND relid::text ~ '_[0-9]{8}$')::int`).
 		Scan(&mb[0], &mb[1], &mb[2], &parts)
