@@ -43,7 +43,8 @@ bench-statements:
 		-only naive-pg,whguard-pg -fixed '' -backlog 0 -slow-backlog 0 \
 		-out cmd/whguard-bench/out/statements -chart cmd/whguard-bench/out/statements/chart.png
 
-## bench-long: bench plus 1M events (bounded memory) and a 5M-row journal vs an empty one.
+## bench-long: bench plus 1M events (bounded memory), a 5M-row journal vs an empty one, and retention:
+## a day of 5M events expired by DELETE vs by dropping partitions, sizes over simulated days.
 bench-long:
 	./.ci/with-services.sh $(GO) run ./cmd/whguard-bench -long
 

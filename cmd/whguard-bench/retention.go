@@ -161,6 +161,8 @@ func (r *Retention) run(ctx context.Context) error {
 	if old, part, err = retentionPair(ctx, start); err != nil {
 		return err
 	}
+	defer old.close()
+	defer part.close()
 	for day := 0; day < 6; day++ {
 		d := start.AddDate(0, 0, day)
 		row := DayRows{Day: day + 1}
