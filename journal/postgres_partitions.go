@@ -143,19 +143,9 @@ func (p *Postgres) ensurePartitions(ctx context.Context, today time.Time) error 
 		if _, last, ok, err := dayRange(ctx, p.pool, parent); err == nil && ok && !last.Before(end) {
 			continue // the usual case: nothing to create, no lock taken
 		}
-		err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-			if err := p.setLockTimeout(ctx, tx); err != nil {
-				return err
-			}
-			// Creating a partition takes this lock anyway; taken first,
-			// the range read below holds until commit.
-			if _, err := tx.Exec(ctx, `LOCK TABLE `+parent+` IN ACCESS EXCLUSIVE MODE`); err != nil {
-				return err
-			}
-			first, last, ok, err := dayRange(ctx, tx, parent)
-			if err != nil {
-				return err
-			}
+		// Creating a partition takes the parent's lock anyway; taken
+		// first, the range read holds until commit.
+		err := p.withParentLocked(ctx, parent, func(tx pgx.Tx, first, last time.Time, ok bool) error {
 			from := today
 			if ok {
 				from = last.AddDate(0, 0, 1)
@@ -174,7 +164,7 @@ func (p *Postgres) ensurePartitions(ctx context.Context, today time.Time) error 
 					return err
 				}
 			}
-			_, err = tx.Exec(ctx, `UPDATE whguard_partition_days SET first_day = $2, last_day = $3 WHERE parent = $1`, parent, first, end)
+			_, err := tx.Exec(ctx, `UPDATE whguard_partition_days SET first_day = $2, last_day = $3 WHERE parent = $1`, parent, first, end)
 			return err
 		})
 		if err != nil {
@@ -267,19 +257,9 @@ func (p *Postgres) dropDay(ctx context.Context, parent string, day, cutoff time.
 	if err := p.pool.QueryRow(ctx, `SELECT count(*) FROM `+part).Scan(&n); err != nil {
 		return 0, moved, err
 	}
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if err := p.setLockTimeout(ctx, tx); err != nil {
-			return err
-		}
-		// The parent first, as every statement on it locks it: then no
-		// statement reads or writes this day until it is gone.
-		if _, err := tx.Exec(ctx, `LOCK TABLE `+parent+` IN ACCESS EXCLUSIVE MODE`); err != nil {
-			return err
-		}
-		first, last, ok, err := dayRange(ctx, tx, parent)
-		if err != nil {
-			return err
-		}
+	// The parent locked first, as every statement on it locks it: then
+	// no statement reads or writes this day until it is gone.
+	err = p.withParentLocked(ctx, parent, func(tx pgx.Tx, first, last time.Time, ok bool) error {
 		if !ok || !first.Equal(day) {
 			return errPartitionMoved // another replica dropped it
 		}
@@ -303,6 +283,25 @@ func (p *Postgres) dropDay(ctx context.Context, parent string, day, cutoff time.
 		return 0, moved, nil
 	}
 	return max(n, 0), moved, err
+}
+
+// withParentLocked runs fn in a transaction holding parent's exclusive
+// lock (waiting at most the partition lock timeout), with its range of
+// day partitions as it stands under that lock.
+func (p *Postgres) withParentLocked(ctx context.Context, parent string, fn func(tx pgx.Tx, first, last time.Time, ok bool) error) error {
+	return pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		if err := p.setLockTimeout(ctx, tx); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE `+parent+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+			return err
+		}
+		first, last, ok, err := dayRange(ctx, tx, parent)
+		if err != nil {
+			return err
+		}
+		return fn(tx, first, last, ok)
+	})
 }
 
 // errPartitionMoved ends a drop whose partition another replica dropped
