@@ -23,8 +23,18 @@ import (
 func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start time.Time) {
 	reason := verify.Reason(err)
 	in.metrics.observeRefusal(name, reason)
-	if errors.Is(err, verify.ErrUnauthorized) {
+	switch {
+	case errors.Is(err, verify.ErrUnauthorized):
 		in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
+		return
+	case errors.Is(err, verify.ErrForbidden):
+		in.reply(w, name, ResultUnauthorized, http.StatusForbidden, errorBody(err.Error()), start, zap.String("reason", reason))
+		return
+	case errors.Is(err, verify.ErrUnavailable):
+		// The provider's key host is down: the sender retries later,
+		// never an unverified 2xx.
+		w.Header().Set("Retry-After", "5")
+		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody(err.Error()), start, zap.String("reason", reason))
 		return
 	}
 	in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
@@ -33,8 +43,17 @@ func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start t
 // reply answers and records the request; fields are added to the log line
 // of a refusal.
 func (in *Ingress) reply(w http.ResponseWriter, provider, result string, status int, body []byte, start time.Time, fields ...zap.Field) {
+	in.replyAs(w, provider, result, status, body, "", start, fields...)
+}
+
+// replyAs is reply with the body's Content-Type ("" means JSON): a
+// handshake or fixed reply the sender needs as text/plain.
+func (in *Ingress) replyAs(w http.ResponseWriter, provider, result string, status int, body []byte, contentType string, start time.Time, fields ...zap.Field) {
 	h := w.Header()
 	h["Content-Type"] = jsonContentType // canonical names, set without a Set's allocation
+	if contentType != "" {
+		h["Content-Type"] = []string{contentType}
+	}
 	h["Content-Length"] = []string{strconv.Itoa(len(body))}
 	w.WriteHeader(status)
 	_, _ = w.Write(body)

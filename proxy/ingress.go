@@ -44,7 +44,10 @@ type Checker interface {
 	SchemeName() string
 	// Precheck refuses a request from its headers alone, before its body
 	// is read (missing or malformed signature headers, a stale timestamp).
-	Precheck(h http.Header, rawQuery string, now time.Time) error
+	Precheck(h http.Header, rawQuery, method string, now time.Time) error
+	// Accepts tells whether requests of method may carry the provider's
+	// webhooks or handshakes (POST always; GET for a GET handshake).
+	Accepts(method string) bool
 	Check(in verify.Input, now time.Time) (verify.Event, error)
 	// Digest is the content hash Check would give body, for an event
 	// that comes with no signature to check (catch-up's).
@@ -142,7 +145,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := route.Provider.Name()
 	// Header checks come before the body is read: a request that can
 	// never verify costs no buffering.
-	if err := route.Provider.Precheck(r.Header, r.URL.RawQuery, in.now()); err != nil {
+	if err := route.Provider.Precheck(r.Header, r.URL.RawQuery, r.Method, in.now()); err != nil {
 		w.Header().Set("Connection", "close") // do not drain its body
 		in.refuse(w, name, err, start)
 		return
@@ -152,7 +155,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer release()
-	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery}, in.now())
+	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery, Method: r.Method}, in.now())
 	if err != nil {
 		in.refuse(w, name, err, start)
 		return
@@ -160,7 +163,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if event.Handshake != nil {
 		// A verified sender handshake: answered as the sender requires,
 		// never journaled or forwarded.
-		in.reply(w, name, ResultHandshake, http.StatusOK, event.Handshake, start)
+		in.replyAs(w, name, ResultHandshake, http.StatusOK, event.Handshake, event.AnswerType, start)
 		return
 	}
 	ev := journal.Event{
@@ -270,8 +273,9 @@ var answers = map[journal.Outcome]answer{
 // mode, the backend's stored reply), or what the table says.
 func (in *Ingress) respond(ctx context.Context, w http.ResponseWriter, route Route, event verify.Event, ignored, sync bool, acc forwarder.Accepted, start time.Time) {
 	name := route.Provider.Name()
-	ack, ackStatus := event.Reply, http.StatusOK
+	ack, ackStatus, ackType := event.Reply, http.StatusOK, event.AnswerType
 	if ack == nil {
+		ackType = ""
 		ack, _ = json.Marshal(acceptedReply{Status: "accepted", Provider: name, EventID: event.ID})
 		ackStatus = http.StatusAccepted
 	}
@@ -296,18 +300,18 @@ func (in *Ingress) respond(ctx context.Context, w http.ResponseWriter, route Rou
 				return
 			}
 		}
-		in.reply(w, name, a.result, ackStatus, ack, start)
+		in.replyAs(w, name, a.result, ackStatus, ack, ackType, start)
 	case journal.Duplicate:
 		if sync && in.replies != nil {
 			if in.replyStoredDuplicate(ctx, w, name, acc.ID, start) {
 				return
 			}
 		}
-		in.reply(w, name, a.result, a.status, ack, start)
+		in.replyAs(w, name, a.result, a.status, ack, ackType, start)
 	case journal.Replayed:
 		in.log.Warn("same signed body as an earlier event under a fresh event id: recorded, not forwarded",
 			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("first", acc.ID))
-		in.reply(w, name, a.result, a.status, ack, start)
+		in.replyAs(w, name, a.result, a.status, ack, ackType, start)
 	case journal.Conflict:
 		in.log.Warn("event id reused with different content",
 			zap.String("provider", name), zap.String("event_id", event.ID), zap.Int64("id", acc.ID))

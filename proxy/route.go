@@ -86,7 +86,7 @@ func (in *Ingress) route(w http.ResponseWriter, r *http.Request, start time.Time
 			zap.String("path", boundedPath(r.URL.Path)))
 		return route, false
 	}
-	if r.Method != http.MethodPost {
+	if !route.Provider.Accepts(r.Method) {
 		w.Header().Set("Allow", http.MethodPost)
 		in.reply(w, route.Provider.Name(), ResultMethodNotAllowed, http.StatusMethodNotAllowed, errorBody("method not allowed: use POST"), start)
 		return route, false

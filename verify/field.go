@@ -23,6 +23,11 @@ const (
 	FieldSignaturePrefix   Field = "HMAC.Prefix"
 	FieldTimestampHeader   Field = "HMAC.TimestampHeader"
 	FieldSignedContent     Field = "HMAC.SignedContent"
+	FieldVerifyToken       Field = "VerifyToken"
+	FieldBasicAuth         Field = "BasicAuth"
+	FieldKeyHosts          Field = "KeyHosts"
+	FieldCAFile            Field = "CAFile"
+	FieldAudience          Field = "Audience"
 )
 
 // FieldError is an invalid ProviderConfig setting. NewProvider's errors

@@ -1,15 +1,5 @@
 package verify
 
-// unsignedIDSchemes take the event id from a header the signature does not
-// cover (GitHub's X-GitHub-Delivery, Shopify's X-Shopify-Webhook-Id,
-// Twilio's I-Twilio-Idempotency-Token, Linear-Delivery, PagerDuty's
-// X-Webhook-Id, GitLab's Idempotency-Key or X-Gitlab-Event-UUID): someone
-// who captured one request can resend its signed body under a fresh id.
-var unsignedIDSchemes = map[string]bool{
-	SchemeGitHub: true, SchemeShopify: true, SchemeTwilio: true,
-	SchemeLinear: true, SchemePagerDuty: true, SchemeGitLab: true,
-}
-
 // idSigner is implemented by schemes that know whether the configured id
 // header is part of what they sign (the generic hmac scheme: {id}).
 type idSigner interface {
@@ -33,5 +23,6 @@ func (p *Provider) IDSigned() bool {
 	if p.idHeader != "" {
 		return false // a configured id header is never signed otherwise
 	}
-	return !unsignedIDSchemes[p.scheme]
+	spec, _ := lookupScheme(p.scheme)
+	return !spec.unsignedID
 }

@@ -54,6 +54,25 @@ type ProviderConfig struct {
 	PublicURL string
 	// HMAC configures the generic hmac scheme.
 	HMAC HMACConfig
+	// VerifyToken is the token a GET subscription handshake must carry
+	// (meta: hub.verify_token; WHGUARD_<NAME>_VERIFY_TOKEN). A credential:
+	// never logged or shown.
+	VerifyToken string
+	// BasicAuth is the "user:password" a sender puts in the URL it posts
+	// to (postmark; WHGUARD_<NAME>_BASIC_AUTH). A credential.
+	BasicAuth string
+	// KeyHosts replaces the scheme's allow-list of hosts its keys may be
+	// fetched from (sns, pubsub; WHGUARD_<NAME>_KEY_HOSTS): exact host
+	// names, or "*.suffix" for any host under suffix. Keys are fetched
+	// over HTTPS only.
+	KeyHosts []string
+	// CAFile is a PEM file of the CAs trusted for the key hosts instead of
+	// the system's (WHGUARD_<NAME>_CA_FILE): private regions and tests.
+	CAFile string
+	// Audience is the audience a pubsub token must carry
+	// (WHGUARD_<NAME>_AUDIENCE): the push subscription's audience, by
+	// default its push endpoint URL.
+	Audience string
 }
 
 // HMACConfig configures the generic "hmac" scheme for in-house senders
@@ -84,6 +103,11 @@ type Provider struct {
 	verifier Scheme
 	idHeader string
 	volatile []string // top-level JSON fields left out of the content hash
+	// challenges are the scheme's handshakes answered before it sees the
+	// request (challenge.go); verifyToken and crcKey prove or answer them.
+	challenges  []challenge
+	verifyToken string
+	crcKey      []byte
 }
 
 // NewProvider checks cfg and returns its Provider. The error names the
@@ -135,7 +159,11 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v}
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v,
+		challenges: spec.challenges, verifyToken: cfg.VerifyToken}
+	if len(cfg.Secrets) > 0 {
+		p.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
+	}
 	if d, ok := v.(volatileDeclarer); ok {
 		p.volatile = d.Volatile()
 	}
@@ -187,13 +215,19 @@ func (p *Provider) SchemeName() string { return p.scheme }
 // Every error wraps ErrUnauthorized or ErrBadRequest and is safe to show
 // the sender.
 func (p *Provider) Check(in Input, now time.Time) (Event, error) {
+	if ch := p.challengeOf(in); ch != nil {
+		return p.answer(ch, in)
+	}
+	if in.Method != "" && in.Method != http.MethodPost {
+		return Event{}, refusef(ReasonUnsupportedEvent, "%w: %s carries no handshake whguard knows; events come by POST", ErrBadRequest, in.Method)
+	}
 	v, err := p.verifier.Verify(in, now)
 	if err != nil {
 		return Event{}, err
 	}
 	if v.Handshake != nil {
 		// Verified, answered at once, never journaled: no key needed.
-		return Event{Handshake: v.Handshake}, nil
+		return Event{Handshake: v.Handshake, AnswerType: v.AnswerType}, nil
 	}
 	id, typ := v.ID, v.Type
 	if p.idHeader != "" {
@@ -235,7 +269,7 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 	if !printable(typ, maxEventTypeLength) {
 		typ = ""
 	}
-	return Event{ID: id, Type: typ, ContentHash: contentHash, Reply: v.Reply}, nil
+	return Event{ID: id, Type: typ, ContentHash: contentHash, Reply: v.Reply, AnswerType: v.AnswerType}, nil
 }
 
 // Digest is the content hash Check gives body with headers h (the

@@ -32,6 +32,13 @@ const (
 	// ReasonUnsupportedEvent: a verified request whguard cannot serve
 	// (a Discord autocomplete or unknown interaction type). → 400
 	ReasonUnsupportedEvent = "unsupported_event"
+	// ReasonChallengeRefused: a sender handshake whose proof does not
+	// match, or whose challenge is not shaped like the sender's. → 403
+	// (proof) or 400 (shape)
+	ReasonChallengeRefused = "challenge_refused"
+	// ReasonKeyUnavailable: the provider's key host could not be reached,
+	// or served no usable key. → 503
+	ReasonKeyUnavailable = "key_unavailable"
 	// ReasonOther: an error that carries no reason (not one of Check's).
 	ReasonOther = "other"
 )
@@ -72,8 +79,15 @@ func Reason(err error) string {
 // only the refusals that cannot depend on the body, so a request it passes
 // may still be refused by Check. Reading (and buffering) the body of a
 // request that can never verify is what an unauthenticated client could
-// otherwise make whguard do.
-func (p *Provider) Precheck(h http.Header, rawQuery string, now time.Time) error {
+// otherwise make whguard do. A declared handshake (method and challenge)
+// passes: Check answers it.
+func (p *Provider) Precheck(h http.Header, rawQuery, method string, now time.Time) error {
+	if p.challengeOf(Input{Header: h, RawQuery: rawQuery, Method: method}) != nil {
+		return nil // a handshake: Check answers it
+	}
+	if method != "" && method != http.MethodPost {
+		return nil // refused by Check, which has nothing to read
+	}
 	if p.idHeader != "" && h.Get(p.idHeader) == "" {
 		return missingHeader(p.idHeader)
 	}

@@ -28,6 +28,17 @@ type schemeSpec struct {
 	// providers' reference (docs/providers.md) says it ("" when it has none: a type filter
 	// would have nothing to match).
 	eventType string
+	// unsignedID: the event id comes from a header the signature does not
+	// cover (IDSigned).
+	unsignedID bool
+	// challenges are the handshakes a sender makes on requests of their
+	// own, answered from this data before the scheme sees the request
+	// (challenge.go).
+	challenges []challenge
+	// handshake says, for the docs, which handshake the scheme answers
+	// within its own Verify (a signed body: Slack's url_verification,
+	// Twitch's webhook_callback_verification), or a fixed reply it gives.
+	handshake string
 }
 
 // requirement is a setting a scheme needs; what says what to put there.
@@ -54,23 +65,31 @@ var registry = []schemeSpec{
 	{name: SchemeStandard, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
 	{name: SchemeSvix, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
 	{name: SchemeStripe, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStripe},
-	{name: SchemeGitHub, eventType: "header `X-GitHub-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: buildGitHub},
-	{name: SchemeSlack, eventType: "body `event.type`, else `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
-	{name: SchemeShopify, eventType: "header `X-Shopify-Topic`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
-	{name: SchemeTwilio, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
+	{name: SchemeGitHub, unsignedID: true, eventType: "header `X-GitHub-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: buildGitHub},
+	{name: SchemeSlack, handshake: "body `url_verification` (signed) → its `challenge`", eventType: "body `event.type`, else `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newSlackScheme},
+	{name: SchemeShopify, unsignedID: true, eventType: "header `X-Shopify-Topic`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newShopifyScheme)},
+	{name: SchemeTwilio, unsignedID: true, resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the webhook URL configured in Twilio"}},
 		build: withoutTolerance(newTwilioScheme)},
 	{name: SchemePaddle, eventType: "body `event_type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newPaddleScheme},
-	{name: SchemeLinear, eventType: "header `Linear-Event`, else body `type`", resign: ResignBodyTimestamp, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
+	{name: SchemeLinear, unsignedID: true, eventType: "header `Linear-Event`, else body `type`", resign: ResignBodyTimestamp, tolerance: time.Minute, needs: []requirement{needSecret}, build: newLinearScheme},
 	{name: SchemeIntercom, eventType: "body `topic`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newIntercomScheme)},
-	{name: SchemeZoom, eventType: "body `event`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
+	{name: SchemeZoom, handshake: "body `endpoint.url_validation` (signed) → `plainToken` and its HMAC", eventType: "body `event`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: newZoomScheme},
 	{name: SchemeSquare, eventType: "body `type`", resign: ResignNotNeeded, needs: []requirement{needSecret, {FieldPublicURL, "the Square notification URL"}},
 		build: withoutTolerance(newSquareScheme)},
 	{name: SchemeSendGrid, resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "base64 DER of the SendGrid ECDSA P-256 verification key"}}, build: newSendGridScheme},
-	{name: SchemePagerDuty, eventType: "body `event.event_type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
-	{name: SchemeDiscord, eventType: "`interaction.` + body `type` (a number)", resign: ResignPublicKey, tolerance: defaultTol,
+	{name: SchemePagerDuty, unsignedID: true, eventType: "body `event.event_type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newPagerDutyScheme)},
+	{name: SchemeDiscord, handshake: "PING (signed) → PONG; interactions get a deferred response", eventType: "`interaction.` + body `type` (a number)", resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
-	{name: SchemeGitLab, eventType: "header `X-Gitlab-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
+	{name: SchemeGitLab, unsignedID: true, eventType: "header `X-Gitlab-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
+	// second ring A: HMACs of the body
+	//
+	// second ring B: signed timestamps
+	//
+	// second ring C: credentials and Adyen
+	//
+	// second ring D: keys fetched from the provider
+	//
 	{name: SchemeHMAC, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol,
 		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
 	{name: SchemeNone, eventType: "body `type`", resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
@@ -151,6 +170,12 @@ func (s *schemeSpec) missing(cfg ProviderConfig) []error {
 			value = cfg.PublicURL
 		case FieldSignatureHeader:
 			value = cfg.HMAC.SignatureHeader
+		case FieldVerifyToken:
+			value = cfg.VerifyToken
+		case FieldBasicAuth:
+			value = cfg.BasicAuth
+		case FieldAudience:
+			value = cfg.Audience
 		}
 		if strings.TrimSpace(value) == "" {
 			errs = append(errs, fieldErrorf(r.field, "%s (%s) is required", fieldLabels[r.field], r.what))
@@ -164,6 +189,9 @@ var fieldLabels = map[Field]string{
 	FieldPublicKey:       "public key",
 	FieldPublicURL:       "public URL",
 	FieldSignatureHeader: "HMAC signature header",
+	FieldVerifyToken:     "verify token",
+	FieldBasicAuth:       "basic auth",
+	FieldAudience:        "audience",
 }
 
 // withoutTolerance adapts the constructor of a scheme that signs no

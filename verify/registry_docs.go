@@ -49,6 +49,14 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID: "body `id`"},
 	SchemeGitLab: {Set: "`SECRET` (the webhook's secret token)", Signature: "`X-Gitlab-Token` compared in constant time (it signs nothing: use HTTPS)",
 		EventID: "`Idempotency-Key` (GitLab 17.4+), else `X-Gitlab-Event-UUID`"},
+	// second ring A
+	//
+	// second ring B
+	//
+	// second ring C
+	//
+	// second ring D
+	//
 	SchemeHMAC: {Set: "`SECRET`, `SIGNATURE_HEADER`, optionally `HMAC_ALGORITHM` (`sha256`, `sha512`, `sha1`), `SIGNATURE_ENCODING` (`hex`, `base64`), `SIGNATURE_PREFIX`, `TIMESTAMP_HEADER`, `SIGNED_CONTENT` (template over `{id}`, `{timestamp}`, `{body}`), `ID_HEADER`",
 		Signature: "your in-house sender's HMAC", EventID: "`ID_HEADER`, else digest",
 		Tolerance: "5m when a timestamp header is set", Resign: "yes when `TIMESTAMP_HEADER` is set (else not needed)"},

@@ -24,6 +24,13 @@ var (
 	// ErrBadRequest: a required header is missing (id header, signature
 	// header), or the body cannot be parsed where the key needs it. → 400
 	ErrBadRequest = errors.New("bad request")
+	// ErrForbidden: a sender handshake whose proof does not match (Meta's
+	// verify token). → 403
+	ErrForbidden = errors.New("forbidden")
+	// ErrUnavailable: the keys that verify the request could not be
+	// fetched from the provider's key host; the sender retries. → 503,
+	// never an unverified 2xx.
+	ErrUnavailable = errors.New("verification keys unavailable")
 )
 
 // Input is what a provider sees of one request.
@@ -35,6 +42,9 @@ type Input struct {
 	// RawQuery is the received query string, without "?" (schemes that sign
 	// the sender's URL append it to the configured public URL).
 	RawQuery string
+	// Method is the request's method; "" means POST. Only a handshake the
+	// scheme declares (Provider.Accepts) comes with another.
+	Method string
 }
 
 // Event is what Check derives from a verified request.
@@ -55,6 +65,9 @@ type Event struct {
 	// 202 accepted body, for the new event and its duplicates alike (a
 	// Discord interaction needs an interaction response).
 	Reply []byte
+	// AnswerType is the Content-Type of Handshake or Reply; "" means
+	// application/json.
+	AnswerType string
 }
 
 // Verified is what a scheme learns from a request it verified.
@@ -64,8 +77,9 @@ type Verified struct {
 	// Type is the event type ("" when unknown).
 	Type string
 	// Handshake and Reply are copied to Event; see there.
-	Handshake []byte
-	Reply     []byte
+	Handshake  []byte
+	Reply      []byte
+	AnswerType string
 }
 
 // Scheme verifies one signature scheme. Implementations are safe for

@@ -72,6 +72,14 @@ type providerEnv struct {
 	SignaturePrefix   string `env:"SIGNATURE_PREFIX"`
 	TimestampHeader   string `env:"TIMESTAMP_HEADER"`
 	SignedContent     string `env:"SIGNED_CONTENT"`
+	// Second-ring settings: a GET handshake's token (meta), a basic-auth
+	// credential (postmark), where keys may be fetched from and which CAs
+	// to trust for them (sns, pubsub), and the audience of a pubsub token.
+	VerifyToken string   `env:"VERIFY_TOKEN"`
+	BasicAuth   string   `env:"BASIC_AUTH"`
+	KeyHosts    []string `env:"KEY_HOSTS"`
+	CAFile      string   `env:"CA_FILE"`
+	Audience    string   `env:"AUDIENCE"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -160,6 +168,8 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 			Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
 			TimestampHeader: p.env.TimestampHeader, SignedContent: p.env.SignedContent,
 		},
+		VerifyToken: p.env.VerifyToken, BasicAuth: p.env.BasicAuth,
+		KeyHosts: p.env.KeyHosts, CAFile: p.env.CAFile, Audience: p.env.Audience,
 	})
 	if err == nil {
 		p.provider = prov
