@@ -2,6 +2,7 @@ package verify
 
 import (
 	"cmp"
+	"strings"
 	"time"
 )
 
@@ -68,8 +69,10 @@ type SchemeReference struct {
 	Name string
 	SchemeDoc
 	// ToleranceText and ResignText are the row's tolerance and re-signing
-	// cells; EventType where its type comes from ("none" when it has none).
-	ToleranceText, ResignText, EventType string
+	// cells; EventType where its type comes from ("none" when it has none);
+	// Handshake what the scheme answers itself ("—" when nothing): its
+	// declared challenges, then what its own Verify answers.
+	ToleranceText, ResignText, EventType, Handshake string
 }
 
 // Reference returns the providers' reference, one row per scheme in the
@@ -85,8 +88,16 @@ func Reference() (rows []SchemeReference, undocumented []string) {
 		if s.tolerance > 0 {
 			tol = durationText(s.tolerance)
 		}
+		var hs []string
+		for _, ch := range s.challenges {
+			hs = append(hs, ch.doc)
+		}
+		if s.handshake != "" {
+			hs = append(hs, s.handshake)
+		}
 		rows = append(rows, SchemeReference{Name: s.name, SchemeDoc: d,
-			ToleranceText: cmp.Or(d.Tolerance, tol), ResignText: cmp.Or(d.Resign, s.resign), EventType: cmp.Or(s.eventType, "none")})
+			ToleranceText: cmp.Or(d.Tolerance, tol), ResignText: cmp.Or(d.Resign, s.resign), EventType: cmp.Or(s.eventType, "none"),
+			Handshake: cmp.Or(strings.Join(hs, "; "), "—")})
 	}
 	return rows, undocumented
 }

@@ -231,9 +231,9 @@ func providersTable(t *testing.T) string {
 		t.Errorf("scheme %s has no SchemeDoc in verify's registry_docs.go", s)
 	}
 	var b strings.Builder
-	b.WriteString("| scheme | set | signature checked | event id | tolerance default | re-signed on delivery | event type from |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| scheme | set | signature checked | event id | tolerance default | re-signed on delivery | event type from | answers itself |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Set, r.Signature, r.EventID, r.ToleranceText, r.ResignText, r.EventType)
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | %s | %s | %s | %s |\n", r.Name, r.Set, r.Signature, r.EventID, r.ToleranceText, r.ResignText, r.EventType, r.Handshake)
 	}
 	return b.String()
 }
