@@ -70,7 +70,8 @@ func (r Route) ignores(typ string) bool {
 
 // route finds the request's provider, or answers: another path goes to
 // the app with pass-through (unless it is a spelling of a webhook path),
-// else 404; another method than POST is 405.
+// else 404; a method the provider does not take (POST, and GET for a
+// GET handshake) is 405.
 func (in *Ingress) route(w http.ResponseWriter, r *http.Request, start time.Time) (Route, bool) {
 	route, ok := in.routes[r.URL.Path]
 	if !ok && in.pass != nil && !in.guards.covers(r.URL.EscapedPath()) {
