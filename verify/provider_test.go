@@ -84,7 +84,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
 		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
 		// second ring A
-		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "sentry", "paystack",
+		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "meta", "sentry", "paystack", "twitter",
 		"hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
@@ -279,6 +279,8 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.PublicURL = "https://example.com/hook"
 	case SchemeHMAC:
 		cfg.HMAC.SignatureHeader = "X-Signature"
+	case SchemeMeta:
+		cfg.VerifyToken = "meta-verify-token"
 	}
 	return cfg
 }

@@ -60,10 +60,16 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID: "`X-Request-UUID` (Data Center: `X-Request-Id`), else digest", Tolerance: "none (unsigned time)"},
 	SchemeAtlassian: {Set: "`SECRET` (the Jira admin webhook's secret)", Signature: "`X-Hub-Signature: sha256=` hex HMAC-SHA256 of the body",
 		EventID: "`X-Atlassian-Webhook-Identifier`, else digest", Tolerance: "none (unsigned time)"},
+	SchemeMeta: {Set: "`SECRET` (App Secret), `VERIFY_TOKEN`",
+		Signature: "`X-Hub-Signature-256: sha256=` hex HMAC-SHA256 of the body (legacy sha1 refused); answers the GET `hub.challenge` when `hub.verify_token` matches, else 403",
+		EventID:   "digest (none sent)", Tolerance: "none (unsigned time)"},
 	SchemeSentry: {Set: "`SECRET` (the integration's client secret)", Signature: "`Sentry-Hook-Signature` hex HMAC-SHA256 of the body (`Sentry-Hook-Timestamp` is not signed: ignored)",
 		EventID: "`Request-ID`, else digest", Tolerance: "none (unsigned time)"},
 	SchemePaystack: {Set: "`SECRET` (the secret API key, `sk_…`)", Signature: "`x-paystack-signature` hex HMAC-SHA512 of the body",
 		EventID: "digest (none documented)", Tolerance: "none (unsigned time)"},
+	SchemeTwitter: {Set: "`SECRET` (the app's consumer secret)",
+		Signature: "`x-twitter-webhooks-signature: sha256=` base64 HMAC-SHA256 of a JSON object body; answers the GET `crc_token` (`A-Za-z0-9-_=+/`, ≤ 128 bytes)",
+		EventID:   "digest (none sent)", Tolerance: "none (unsigned time)"},
 	//
 	// second ring B
 	//

@@ -39,6 +39,13 @@ func TestBodyHMACIDsAndTypes(t *testing.T) {
 		{"typeform: not JSON", SchemeTypeform, notJSON, nil, sha256Hex(notJSON), ""},
 		{"vercel: not JSON", SchemeVercel, notJSON, nil, sha256Hex(notJSON), ""},
 		{"paystack: not keyed on data.id", SchemePaystack, `{"event":"invoice.update","data":{"id":7,"status":"pending"}}`, nil, "", "invoice.update"},
+		{"meta: fields differ", SchemeMeta, `{"object":"page","entry":[{"changes":[{"field":"feed"}]},{"changes":[{"field":"mention"}]}]}`, nil, "", "page"},
+		{"meta: messaging entries", SchemeMeta, `{"object":"page","entry":[{"id":"1","messaging":[{"message":{}}]}]}`, nil, "", "page"},
+		{"meta: whatsapp", SchemeMeta, `{"object":"whatsapp_business_account","entry":[{"changes":[{"field":"messages"}]},{"changes":[{"field":"messages"}]}]}`,
+			nil, "", "whatsapp_business_account.messages"},
+		{"meta: no object", SchemeMeta, `{"entry":[{"changes":[{"field":"feed"}]}]}`, nil, "", ""},
+		{"twitter: first _events key", SchemeTwitter, `{"for_user_id":"1","user_event":{},"favorite_events":[],"tweet_create_events":[]}`, nil, "", "favorite_events"},
+		{"twitter: none", SchemeTwitter, `{"data":{"id":"1"}}`, nil, "", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fixture(tc.scheme)

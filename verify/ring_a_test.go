@@ -57,6 +57,10 @@ var bodyHMACFixtures = []bodyHMACFixture{
 		doc: "https://developer.atlassian.com/cloud/jira/platform/webhooks/", vector: "sha256=223997ef9ff04c2ce2d86bf5aed00ab24163e1bd69ae3ee8da8981e429c84af7",
 		body: `{"timestamp":1700000000000,"webhookEvent":"jira:issue_updated","issue":{"key":"TEST-1"}}`,
 		kv:   []string{"X-Atlassian-Webhook-Identifier", "1700000000000-7", "X-Atlassian-Webhook-Retry", "1"}, wantID: "1700000000000-7", wantType: "jira:issue_updated"},
+	{scheme: SchemeMeta, header: "X-Hub-Signature-256", prefix: "sha256=", newHash: sha256.New,
+		doc: "https://developers.facebook.com/docs/graph-api/webhooks/getting-started/", vector: "sha256=223997ef9ff04c2ce2d86bf5aed00ab24163e1bd69ae3ee8da8981e429c84af7",
+		body:     `{"object":"page","entry":[{"id":"123","time":1700000000,"changes":[{"field":"feed","value":{"item":"status"}}]}]}`,
+		wantType: "page.feed", idSigned: true, getAccepted: true},
 	{scheme: SchemeSentry, header: "Sentry-Hook-Signature", newHash: sha256.New,
 		doc: "https://docs.sentry.io/integrations/integration-platform/webhooks/", vector: "223997ef9ff04c2ce2d86bf5aed00ab24163e1bd69ae3ee8da8981e429c84af7",
 		body: `{"action":"created","data":{"issue":{"id":"1"}},"installation":{"uuid":"7a485448"}}`,
@@ -66,6 +70,9 @@ var bodyHMACFixtures = []bodyHMACFixture{
 	{scheme: SchemePaystack, header: "X-Paystack-Signature", newHash: sha512.New,
 		doc: "https://paystack.com/docs/payments/webhooks/", vector: "c882f299b48464ba3d6e9313f23b6d3eafbd3ca6431550768d38d43f3772e8c5e2e026e305be767783713653408f12440462cc433db15bafd95017b72b94d0a1",
 		body: `{"event":"charge.success","data":{"id":302961,"reference":"qTPrJoy9Bx"}}`, wantType: "charge.success", idSigned: true},
+	{scheme: SchemeTwitter, header: "X-Twitter-Webhooks-Signature", prefix: "sha256=", newHash: sha256.New, base64: true,
+		doc: "https://docs.x.com/x-api/webhooks/quickstart", vector: "sha256=IjmX75/wTCzi2Gv1rtAKskFj4b1prj7o2omB5CnISvc=",
+		body: `{"for_user_id":"2244994945","tweet_create_events":[{"id_str":"1"}]}`, wantType: "tweet_create_events", idSigned: true, getAccepted: true},
 }
 
 // sign is the fixture's signature of body under secret, computed here.
