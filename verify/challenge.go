@@ -25,8 +25,9 @@ type challenge struct {
 	// present.
 	param, header string
 	// maxLen and alphabet bound the challenge value: at most maxLen bytes,
-	// each in alphabet ("" means any printable ASCII). A value outside
-	// them is refused, not answered.
+	// each in alphabet ("" means any printable ASCII, except for
+	// proofShape, which then answers nothing). A value outside them is
+	// refused, not answered.
 	maxLen   int
 	alphabet string
 	proof    challengeProof
@@ -51,7 +52,9 @@ const (
 	proofCredential
 	// proofShape: only the value's shape; the answer is keyed by the
 	// signing secret (X's CRC), so the shape is what keeps it from
-	// signing a body of the caller's choosing.
+	// signing a body of the caller's choosing. A challenge declared with
+	// it and no alphabet is refused outright: any printable ASCII would
+	// include every JSON body.
 	proofShape
 )
 
@@ -129,6 +132,11 @@ func (p *Provider) answer(ch *challenge, in Input) (Event, error) {
 	value := in.Header.Get(ch.header)
 	if ch.param != "" {
 		value = queryValue(in.RawQuery, ch.param)
+	}
+	if ch.proof == proofShape && ch.alphabet == "" {
+		// Fail closed: an answer signed with the secret over any printable
+		// value would sign any JSON body (see proofShape).
+		return Event{}, refusef(ReasonChallengeRefused, "%w: handshake challenge is not shaped like the sender's", ErrBadRequest)
 	}
 	if len(value) > ch.maxLen {
 		return Event{}, refusef(ReasonChallengeRefused, "%w: handshake challenge longer than %d bytes", ErrBadRequest, ch.maxLen)

@@ -244,7 +244,7 @@ func (s *hmacScheme) sign(dst, key []byte, id, ts string, body []byte) []byte {
 func (s *hmacScheme) decodeSignature(header string, buf []byte) ([]byte, error) {
 	value, ok := strings.CutPrefix(header, s.prefix)
 	if !ok {
-		return nil, errors.New("expected the configured prefix")
+		return nil, fmt.Errorf("expected the %s prefix", s.prefix)
 	}
 	if s.base64 {
 		enc := base64.StdEncoding.Strict()

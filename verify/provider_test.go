@@ -82,7 +82,10 @@ func TestNewProviderAccepts(t *testing.T) {
 func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
-		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "hmac", "none"}; !slices.Equal(got, want) {
+		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
+		// second ring A
+		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "meta", "sentry", "paystack", "twitter",
+		"hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -276,6 +279,8 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.PublicURL = "https://example.com/hook"
 	case SchemeHMAC:
 		cfg.HMAC.SignatureHeader = "X-Signature"
+	case SchemeMeta:
+		cfg.VerifyToken = "meta-verify-token"
 	}
 	return cfg
 }

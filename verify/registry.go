@@ -83,6 +83,16 @@ var registry = []schemeSpec{
 		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
 	{name: SchemeGitLab, unsignedID: true, eventType: "header `X-Gitlab-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
 	// second ring A: HMACs of the body
+	{name: SchemeTypeform, eventType: "body `event_type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: typeformSpec.build},
+	{name: SchemeRazorpay, unsignedID: true, eventType: "body `event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: razorpaySpec.build},
+	{name: SchemeVercel, eventType: "body `type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: vercelSpec.build},
+	{name: SchemeBitbucket, unsignedID: true, eventType: "header `X-Event-Key`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: bitbucketSpec.build},
+	{name: SchemeAtlassian, unsignedID: true, eventType: "body `webhookEvent`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: atlassianSpec.build},
+	{name: SchemeMeta, eventType: "body `object`, + `.` + `entry[].changes[].field` when they all agree", resign: ResignNotNeeded, challenges: metaChallenges,
+		needs: []requirement{needSecret, {FieldVerifyToken, "the Verify Token chosen in the Meta app dashboard"}}, build: metaSpec.build},
+	{name: SchemeSentry, unsignedID: true, eventType: "header `Sentry-Hook-Resource` + `.` + body `action`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: sentrySpec.build},
+	{name: SchemePaystack, eventType: "body `event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: paystackSpec.build},
+	{name: SchemeTwitter, eventType: "the body's top-level `…_events` key", resign: ResignNotNeeded, challenges: twitterChallenges, needs: []requirement{needSecret}, build: twitterSpec.build},
 	//
 	// second ring B: signed timestamps
 	//

@@ -51,6 +51,26 @@ var schemeDocs = map[string]SchemeDoc{
 	SchemeGitLab: {Set: "`SECRET` (the webhook's secret token)", Signature: "`X-Gitlab-Token` compared in constant time (it signs nothing: use HTTPS)",
 		EventID: "`Idempotency-Key` (GitLab 17.4+), else `X-Gitlab-Event-UUID`"},
 	// second ring A
+	SchemeTypeform: {Set: "`SECRET` (the webhook's secret)", Signature: "`Typeform-Signature: sha256=` base64 HMAC-SHA256 of the body", EventID: "body `event_id`",
+		Tolerance: "none (unsigned time)"},
+	SchemeRazorpay: {Set: "`SECRET` (the webhook secret, not the API key secret; keep the old one in `SECRET_PREVIOUS` while older events retry)",
+		Signature: "`X-Razorpay-Signature` hex HMAC-SHA256 of the body", EventID: "`X-Razorpay-Event-Id`, else digest", Tolerance: "none (unsigned time)"},
+	SchemeVercel: {Set: "`SECRET` (the webhook's secret, or the integration's client secret)", Signature: "`x-vercel-signature` hex HMAC-SHA1 of the body",
+		EventID: "body `id`", Tolerance: "none (unsigned time)"},
+	SchemeBitbucket: {Set: "`SECRET` (the webhook's secret)", Signature: "`X-Hub-Signature: sha256=` hex HMAC-SHA256 of the body",
+		EventID: "`X-Request-UUID` (Data Center: `X-Request-Id`), else digest", Tolerance: "none (unsigned time)"},
+	SchemeAtlassian: {Set: "`SECRET` (the Jira admin webhook's secret)", Signature: "`X-Hub-Signature: sha256=` hex HMAC-SHA256 of the body",
+		EventID: "`X-Atlassian-Webhook-Identifier`, else digest", Tolerance: "none (unsigned time)"},
+	SchemeMeta: {Set: "`SECRET` (App Secret), `VERIFY_TOKEN`",
+		Signature: "`X-Hub-Signature-256: sha256=` hex HMAC-SHA256 of the body (legacy sha1 refused); answers the GET `hub.challenge` when `hub.verify_token` matches, else 403",
+		EventID:   "digest (none sent)", Tolerance: "none (unsigned time)"},
+	SchemeSentry: {Set: "`SECRET` (the integration's client secret)", Signature: "`Sentry-Hook-Signature` hex HMAC-SHA256 of the body (`Sentry-Hook-Timestamp` is not signed: ignored)",
+		EventID: "`Request-ID`, else digest", Tolerance: "none (unsigned time)"},
+	SchemePaystack: {Set: "`SECRET` (the secret API key, `sk_…`)", Signature: "`x-paystack-signature` hex HMAC-SHA512 of the body",
+		EventID: "digest (none documented)", Tolerance: "none (unsigned time)"},
+	SchemeTwitter: {Set: "`SECRET` (the app's consumer secret)",
+		Signature: "`x-twitter-webhooks-signature: sha256=` base64 HMAC-SHA256 of a JSON object body; answers the GET `crc_token` (`A-Za-z0-9-_=+/`, ≤ 128 bytes)",
+		EventID:   "digest (none sent)", Tolerance: "none (unsigned time)"},
 	//
 	// second ring B
 	//
