@@ -82,7 +82,9 @@ func TestNewProviderAccepts(t *testing.T) {
 func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
-		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "hmac", "none"}; !slices.Equal(got, want) {
+		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
+		"twitch",
+		"hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"

@@ -86,6 +86,8 @@ var registry = []schemeSpec{
 	//
 	// second ring B: signed timestamps
 	//
+	{name: SchemeTwitch, handshake: "`Twitch-Eventsub-Message-Type: webhook_callback_verification` (signed) → its `challenge`, verbatim, as text/plain",
+		eventType: "header `Twitch-Eventsub-Subscription-Type`", resign: ResignYes, tolerance: twitchTolerance, needs: []requirement{needSecret}, build: newTwitchScheme},
 	// second ring C: credentials and Adyen
 	//
 	// second ring D: keys fetched from the provider

@@ -53,6 +53,9 @@ var schemeDocs = map[string]SchemeDoc{
 	//
 	// second ring B
 	//
+	SchemeTwitch: {Set: "`SECRET` (the subscription's 10–100 character secret; keep the old one in `SECRET_PREVIOUS` while its subscriptions live)",
+		Signature: "`Twitch-Eventsub-Message-Signature: sha256=` hex HMAC-SHA256 of `id+timestamp+body` (RFC 3339 timestamp); answers `webhook_callback_verification`",
+		EventID:   "`Twitch-Eventsub-Message-Id`"},
 	// second ring C
 	//
 	// second ring D
