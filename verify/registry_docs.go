@@ -56,6 +56,8 @@ var schemeDocs = map[string]SchemeDoc{
 	SchemeTwitch: {Set: "`SECRET` (the subscription's 10–100 character secret; keep the old one in `SECRET_PREVIOUS` while its subscriptions live)",
 		Signature: "`Twitch-Eventsub-Message-Signature: sha256=` hex HMAC-SHA256 of `id+timestamp+body` (RFC 3339 timestamp); answers `webhook_callback_verification`",
 		EventID:   "`Twitch-Eventsub-Message-Id`"},
+	SchemeCalendly: {Set: "`SECRET` (the webhook signing key)", Signature: "`Calendly-Webhook-Signature: t=…,v1=…` hex HMAC-SHA256 of `t.body`",
+		EventID: "digest (Calendly sends no delivery id)", Tolerance: "3m (Calendly's sample verifier)"},
 	// second ring C
 	//
 	// second ring D
