@@ -89,6 +89,8 @@ var registry = []schemeSpec{
 	{name: SchemeTwitch, handshake: "`Twitch-Eventsub-Message-Type: webhook_callback_verification` (signed) → its `challenge`, verbatim, as text/plain",
 		eventType: "header `Twitch-Eventsub-Subscription-Type`", resign: ResignYes, tolerance: twitchTolerance, needs: []requirement{needSecret}, build: newTwitchScheme},
 	{name: SchemeCalendly, eventType: "body `event`", resign: ResignYes, tolerance: calendlyTolerance, needs: []requirement{needSecret}, build: newCalendlyScheme},
+	{name: SchemeZendesk, eventType: "body `type` (event subscriptions: `zen:event-type:…`)", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret},
+		build: newZendeskScheme},
 	// second ring C: credentials and Adyen
 	//
 	// second ring D: keys fetched from the provider

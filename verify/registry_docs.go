@@ -58,6 +58,9 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID:   "`Twitch-Eventsub-Message-Id`"},
 	SchemeCalendly: {Set: "`SECRET` (the webhook signing key)", Signature: "`Calendly-Webhook-Signature: t=…,v1=…` hex HMAC-SHA256 of `t.body`",
 		EventID: "digest (Calendly sends no delivery id)", Tolerance: "3m (Calendly's sample verifier)"},
+	SchemeZendesk: {Set: "`SECRET` (the webhook's signing secret, verbatim)",
+		Signature: "`X-Zendesk-Webhook-Signature` base64 HMAC-SHA256 of `timestamp+body`, `X-Zendesk-Webhook-Signature-Timestamp` (RFC 3339); POST webhooks only",
+		EventID:   "body `id` (event subscriptions), else digest (trigger and automation webhooks)"},
 	// second ring C
 	//
 	// second ring D
