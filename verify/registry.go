@@ -91,6 +91,7 @@ var registry = []schemeSpec{
 	{name: SchemeCalendly, eventType: "body `event`", resign: ResignYes, tolerance: calendlyTolerance, needs: []requirement{needSecret}, build: newCalendlyScheme},
 	{name: SchemeZendesk, eventType: "body `type` (event subscriptions: `zen:event-type:…`)", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret},
 		build: newZendeskScheme},
+	{name: SchemeWorkOS, eventType: "body `event`", resign: ResignYes, tolerance: workosTolerance, needs: []requirement{needSecret}, build: newWorkOSScheme},
 	// second ring C: credentials and Adyen
 	//
 	// second ring D: keys fetched from the provider

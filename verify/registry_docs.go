@@ -61,6 +61,8 @@ var schemeDocs = map[string]SchemeDoc{
 	SchemeZendesk: {Set: "`SECRET` (the webhook's signing secret, verbatim)",
 		Signature: "`X-Zendesk-Webhook-Signature` base64 HMAC-SHA256 of `timestamp+body`, `X-Zendesk-Webhook-Signature-Timestamp` (RFC 3339); POST webhooks only",
 		EventID:   "body `id` (event subscriptions), else digest (trigger and automation webhooks)"},
+	SchemeWorkOS: {Set: "`SECRET` (the endpoint's secret)", Signature: "`WorkOS-Signature: t=…, v1=…` hex HMAC-SHA256 of `t.body`, `t` in milliseconds",
+		EventID: "body `id`", Tolerance: "3m (WorkOS's SDKs)"},
 	// second ring C
 	//
 	// second ring D
