@@ -92,6 +92,8 @@ var registry = []schemeSpec{
 	{name: SchemeZendesk, eventType: "body `type` (event subscriptions: `zen:event-type:…`)", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret},
 		build: newZendeskScheme},
 	{name: SchemeWorkOS, eventType: "body `event`", resign: ResignYes, tolerance: workosTolerance, needs: []requirement{needSecret}, build: newWorkOSScheme},
+	{name: SchemeHubSpot, eventType: "the first event's `subscriptionType`", resign: ResignYes, tolerance: defaultTol,
+		needs: []requirement{needSecret, {FieldPublicURL, "the target URL set in the HubSpot app, without query"}}, build: newHubSpotScheme},
 	// second ring C: credentials and Adyen
 	//
 	// second ring D: keys fetched from the provider

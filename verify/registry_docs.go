@@ -63,6 +63,10 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID:   "body `id` (event subscriptions), else digest (trigger and automation webhooks)"},
 	SchemeWorkOS: {Set: "`SECRET` (the endpoint's secret)", Signature: "`WorkOS-Signature: t=…, v1=…` hex HMAC-SHA256 of `t.body`, `t` in milliseconds",
 		EventID: "body `id`", Tolerance: "3m (WorkOS's SDKs)"},
+	SchemeHubSpot: {Set: "`SECRET` (the app's client secret), `PUBLIC_URL` (the target URL, without query)",
+		Signature: "`X-HubSpot-Signature-v3` base64 HMAC-SHA256 of `METHOD+URL+body+timestamp` (the URL's listed escapes decoded), `X-HubSpot-Request-Timestamp` (ms); v1 and v2 are never accepted",
+		EventID:   "digest: a batch of up to 100 events is one journal event (a retry, its `attemptNumber` raised, is another)",
+		Resign:    "yes, over `POST` + `PUBLIC_URL` (no query): the backend must validate against `PUBLIC_URL`, not its own URL"},
 	// second ring C
 	//
 	// second ring D
