@@ -83,7 +83,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
 		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
-		"twitch", "calendly", "zendesk", "workos", "hubspot",
+		"twitch", "calendly", "zendesk", "workos", "hubspot", "mailgun",
 		"hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}

@@ -67,6 +67,10 @@ var schemeDocs = map[string]SchemeDoc{
 		Signature: "`X-HubSpot-Signature-v3` base64 HMAC-SHA256 of `METHOD+URL+body+timestamp` (the URL's listed escapes decoded), `X-HubSpot-Request-Timestamp` (ms); v1 and v2 are never accepted",
 		EventID:   "digest: a batch of up to 100 events is one journal event (a retry, its `attemptNumber` raised, is another)",
 		Resign:    "yes, over `POST` + `PUBLIC_URL` (no query): the backend must validate against `PUBLIC_URL`, not its own URL"},
+	SchemeMailgun: {Set: "`SECRET` (the HTTP webhook signing key; the primary account's also accepts `parent-signature`)",
+		Signature: "body `signature.signature` hex HMAC-SHA256 of `timestamp+token` (legacy: form fields): the event data is NOT signed",
+		EventID:   "body `event-data.id` (not signed); legacy forms: digest",
+		Tolerance: "9h (Mailgun retries for 8 hours and may resend the first signature)"},
 	// second ring C
 	//
 	// second ring D
