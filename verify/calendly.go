@@ -40,6 +40,7 @@ var (
 	_ resigner = (*calendlyScheme)(nil)
 )
 
+// newCalendlyScheme builds the calendly scheme from the configured signing keys.
 func newCalendlyScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, rawSecret)
 	if err != nil {

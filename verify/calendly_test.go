@@ -66,6 +66,7 @@ func TestCalendlyCheck(t *testing.T) {
 	}
 }
 
+// init registers the scheme's case of TestRingBResignRoundTrip.
 func init() {
 	ringBResignCases = append(ringBResignCases, ringBResignCase{
 		name: "calendly", cfg: ProviderConfig{Scheme: SchemeCalendly}, body: calendlyBody, sigHeader: "Calendly-Webhook-Signature",

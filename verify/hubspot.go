@@ -59,6 +59,8 @@ var (
 	_ resigner = (*hubspotScheme)(nil)
 )
 
+// newHubSpotScheme builds the hubspot scheme from the configured client
+// secrets and public URL (absolute http(s), without query or fragment).
 func newHubSpotScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, kerr := secretKeys(cfg.Secrets, rawSecret)
 	if err := errors.Join(kerr, checkSquarePublicURL(cfg.PublicURL)); err != nil {

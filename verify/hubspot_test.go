@@ -143,6 +143,7 @@ func TestHubSpotSignedURI(t *testing.T) {
 	}
 }
 
+// init registers the scheme's case of TestRingBResignRoundTrip.
 func init() {
 	ringBResignCases = append(ringBResignCases, ringBResignCase{
 		name: "hubspot", cfg: ProviderConfig{Scheme: SchemeHubSpot, PublicURL: hubspotURL}, body: hubspotBatch, sigHeader: "X-HubSpot-Signature-v3",

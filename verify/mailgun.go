@@ -54,6 +54,7 @@ var (
 	_ volatileDeclarer = (*mailgunScheme)(nil)
 )
 
+// newMailgunScheme builds the mailgun scheme from the configured signing keys.
 func newMailgunScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, rawSecret)
 	if err != nil {

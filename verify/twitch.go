@@ -54,6 +54,7 @@ var (
 	_ resigner = (*twitchScheme)(nil)
 )
 
+// newTwitchScheme builds the twitch scheme from the configured secrets.
 func newTwitchScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, decodeTwitchSecret)
 	if err != nil {

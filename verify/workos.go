@@ -41,6 +41,7 @@ var (
 	_ resigner = (*workosScheme)(nil)
 )
 
+// newWorkOSScheme builds the workos scheme from the configured endpoint secrets.
 func newWorkOSScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, rawSecret)
 	if err != nil {

@@ -63,6 +63,7 @@ func TestWorkOSCheck(t *testing.T) {
 	}
 }
 
+// init registers the scheme's case of TestRingBResignRoundTrip.
 func init() {
 	ringBResignCases = append(ringBResignCases, ringBResignCase{
 		name: "workos", cfg: ProviderConfig{Scheme: SchemeWorkOS}, body: workosBody, sigHeader: "WorkOS-Signature",

@@ -46,6 +46,7 @@ var (
 	_ resigner = (*zendeskScheme)(nil)
 )
 
+// newZendeskScheme builds the zendesk scheme from the configured signing secrets.
 func newZendeskScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, rawSecret)
 	if err != nil {

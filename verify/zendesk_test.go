@@ -84,6 +84,7 @@ func TestZendeskCheck(t *testing.T) {
 	}
 }
 
+// init registers the scheme's case of TestRingBResignRoundTrip.
 func init() {
 	ringBResignCases = append(ringBResignCases, ringBResignCase{
 		name: "zendesk", cfg: ProviderConfig{Scheme: SchemeZendesk}, body: zendeskEventBody, sigHeader: "X-Zendesk-Webhook-Signature",
