@@ -83,8 +83,8 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
 		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
-		// second ring A
 		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "meta", "sentry", "paystack", "twitter",
+		"twitch", "calendly", "zendesk", "workos", "hubspot", "mailgun",
 		"hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
@@ -275,7 +275,7 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.PublicKey = "MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE83T4O/n84iotIvIW4mdBgQ/7dAfSmpqIM8kF9mN1flpVKS3GRqe62gw+2fNNRaINXvVpiglSI8eNEc6wEA3F+g=="
 	case SchemeDiscord:
 		cfg.PublicKey = strings.Repeat("ab", 32)
-	case SchemeTwilio, SchemeSquare:
+	case SchemeTwilio, SchemeSquare, SchemeHubSpot:
 		cfg.PublicURL = "https://example.com/hook"
 	case SchemeHMAC:
 		cfg.HMAC.SignatureHeader = "X-Signature"

@@ -60,7 +60,11 @@ const defaultTol = 5 * time.Minute
 //     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
 //     Discord and generic hmac with a timestamp header, whose senders
 //     document no bound;
-//   - 1 minute: Linear (its SDK's bound on webhookTimestamp).
+//   - 1 minute: Linear (its SDK's bound on webhookTimestamp);
+//   - second ring B: Twitch 10 minutes (its docs), WorkOS 3 minutes (its
+//     SDKs), Calendly 3 minutes (its docs' sample), Zendesk and HubSpot 5
+//     minutes, Mailgun 9 hours (its retries may carry their first
+//     signature for 8 hours): see each scheme's constant.
 var registry = []schemeSpec{
 	{name: SchemeStandard, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
 	{name: SchemeSvix, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
@@ -96,6 +100,16 @@ var registry = []schemeSpec{
 	//
 	// second ring B: signed timestamps
 	//
+	{name: SchemeTwitch, handshake: "`Twitch-Eventsub-Message-Type: webhook_callback_verification` (signed) → its `challenge`, verbatim, as text/plain",
+		eventType: "header `Twitch-Eventsub-Subscription-Type`", resign: ResignYes, tolerance: twitchTolerance, needs: []requirement{needSecret}, build: newTwitchScheme},
+	{name: SchemeCalendly, eventType: "body `event`", resign: ResignYes, tolerance: calendlyTolerance, needs: []requirement{needSecret}, build: newCalendlyScheme},
+	{name: SchemeZendesk, eventType: "body `type` (event subscriptions: `zen:event-type:…`)", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret},
+		build: newZendeskScheme},
+	{name: SchemeWorkOS, eventType: "body `event`", resign: ResignYes, tolerance: workosTolerance, needs: []requirement{needSecret}, build: newWorkOSScheme},
+	{name: SchemeHubSpot, eventType: "the first event's `subscriptionType`", resign: ResignYes, tolerance: defaultTol,
+		needs: []requirement{needSecret, {FieldPublicURL, "the target URL set in the HubSpot app, without query"}}, build: newHubSpotScheme},
+	{name: SchemeMailgun, unsignedID: true, eventType: "body `event-data.event` (legacy form: `event`)", resign: ResignBodyTimestamp, tolerance: mailgunTolerance,
+		needs: []requirement{needSecret}, build: newMailgunScheme},
 	// second ring C: credentials and Adyen
 	//
 	// second ring D: keys fetched from the provider
@@ -135,9 +149,10 @@ func KnownSchemes() []string {
 
 // DefaultTolerance returns the timestamp tolerance a scheme uses when its
 // ProviderConfig leaves Tolerance zero: 5 minutes for most schemes that
-// sign a timestamp (the senders' documented bound, or none documented), 1
-// minute for Linear (its SDK's bound); 0 for schemes without a signed
-// timestamp and for unknown names.
+// sign a timestamp (the senders' documented bound, or none documented), the
+// sender's own bound where it documents another (Linear 1 minute, Twitch 10,
+// WorkOS and Calendly 3), 9 hours for Mailgun (its retries); 0 for schemes
+// without a signed timestamp and for unknown names.
 func DefaultTolerance(scheme string) time.Duration {
 	if s, ok := lookupScheme(scheme); ok {
 		return s.tolerance

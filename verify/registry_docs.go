@@ -74,6 +74,24 @@ var schemeDocs = map[string]SchemeDoc{
 	//
 	// second ring B
 	//
+	SchemeTwitch: {Set: "`SECRET` (the subscription's 10–100 character secret; keep the old one in `SECRET_PREVIOUS` while its subscriptions live)",
+		Signature: "`Twitch-Eventsub-Message-Signature: sha256=` hex HMAC-SHA256 of `id+timestamp+body` (RFC 3339 timestamp); answers `webhook_callback_verification`",
+		EventID:   "`Twitch-Eventsub-Message-Id`"},
+	SchemeCalendly: {Set: "`SECRET` (the webhook signing key)", Signature: "`Calendly-Webhook-Signature: t=…,v1=…` hex HMAC-SHA256 of `t.body`",
+		EventID: "digest (Calendly sends no delivery id)", Tolerance: "3m (Calendly's sample verifier)"},
+	SchemeZendesk: {Set: "`SECRET` (the webhook's signing secret, verbatim)",
+		Signature: "`X-Zendesk-Webhook-Signature` base64 HMAC-SHA256 of `timestamp+body`, `X-Zendesk-Webhook-Signature-Timestamp` (RFC 3339); POST webhooks only",
+		EventID:   "body `id` (event subscriptions), else digest (trigger and automation webhooks)"},
+	SchemeWorkOS: {Set: "`SECRET` (the endpoint's secret)", Signature: "`WorkOS-Signature: t=…, v1=…` hex HMAC-SHA256 of `t.body`, `t` in milliseconds",
+		EventID: "body `id`", Tolerance: "3m (WorkOS's SDKs)"},
+	SchemeHubSpot: {Set: "`SECRET` (the app's client secret), `PUBLIC_URL` (the target URL, without query)",
+		Signature: "`X-HubSpot-Signature-v3` base64 HMAC-SHA256 of `METHOD+URL+body+timestamp` (the URL's listed escapes decoded), `X-HubSpot-Request-Timestamp` (ms); v1 and v2 are never accepted",
+		EventID:   "digest: a batch of up to 100 events is one journal event (a retry, its `attemptNumber` raised, is another)",
+		Resign:    "yes, over `POST` + `PUBLIC_URL` (no query): the backend must validate against `PUBLIC_URL`, not its own URL"},
+	SchemeMailgun: {Set: "`SECRET` (the HTTP webhook signing key; the primary account's also accepts `parent-signature`)",
+		Signature: "body `signature.signature` hex HMAC-SHA256 of `timestamp+token` (legacy: form fields): the event data is NOT signed",
+		EventID:   "body `event-data.id` (not signed); legacy forms: digest",
+		Tolerance: "9h (Mailgun retries for 8 hours and may resend the first signature)"},
 	// second ring C
 	//
 	// second ring D

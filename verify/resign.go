@@ -62,8 +62,8 @@ func ResignSupport(scheme string) string {
 
 // CanResign tells whether Resign can sign this provider's requests afresh:
 // true for schemes that sign a timestamp with a secret whguard holds
-// (stripe, standard, svix, slack, paddle, zoom, and hmac with a timestamp
-// header).
+// (stripe, standard, svix, slack, paddle, zoom, twitch, calendly, zendesk,
+// workos, hubspot, and hmac with a timestamp header).
 func (p *Provider) CanResign() bool {
 	_, ok := p.verifier.(resigner)
 	return ok
