@@ -82,7 +82,8 @@ func TestNewProviderAccepts(t *testing.T) {
 func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
-		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "hmac", "none"}; !slices.Equal(got, want) {
+		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
+		"postmark", "telegram", "okta", "msgraph", "adyen", "hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -276,6 +277,10 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.PublicURL = "https://example.com/hook"
 	case SchemeHMAC:
 		cfg.HMAC.SignatureHeader = "X-Signature"
+	case SchemePostmark:
+		cfg.Secrets, cfg.BasicAuth = nil, pmBasicAuth
+	case SchemeAdyen:
+		cfg.Secrets = []string{adyenKey}
 	}
 	return cfg
 }
