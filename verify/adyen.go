@@ -49,6 +49,9 @@ type adyenScheme struct {
 
 var _ Scheme = (*adyenScheme)(nil)
 
+// newAdyenScheme decodes each secret as an HMAC key (decodeAdyenKey): the
+// current one first, the previous one kept while Adyen's retry queue
+// drains messages signed with it.
 func newAdyenScheme(cfg ProviderConfig) (Scheme, error) {
 	keys, err := secretKeys(cfg.Secrets, decodeAdyenKey)
 	if err != nil {
