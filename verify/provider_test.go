@@ -85,7 +85,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
 		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "meta", "sentry", "paystack", "twitter",
 		"twitch", "calendly", "zendesk", "workos", "hubspot", "mailgun",
-		"hmac", "none"}; !slices.Equal(got, want) {
+		"postmark", "telegram", "okta", "msgraph", "adyen", "hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -281,6 +281,10 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.HMAC.SignatureHeader = "X-Signature"
 	case SchemeMeta:
 		cfg.VerifyToken = "meta-verify-token"
+	case SchemePostmark:
+		cfg.Secrets, cfg.BasicAuth = nil, pmBasicAuth
+	case SchemeAdyen:
+		cfg.Secrets = []string{adyenKey}
 	}
 	return cfg
 }

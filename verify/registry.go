@@ -111,6 +111,16 @@ var registry = []schemeSpec{
 	{name: SchemeMailgun, unsignedID: true, eventType: "body `event-data.event` (legacy form: `event`)", resign: ResignBodyTimestamp, tolerance: mailgunTolerance,
 		needs: []requirement{needSecret}, build: newMailgunScheme},
 	// second ring C: credentials and Adyen
+	{name: SchemePostmark, unsignedID: true, eventType: "body `RecordType`", resign: ResignNotNeeded,
+		needs: []requirement{{FieldBasicAuth, "the user:password written into the Postmark webhook URL"}}, build: withoutTolerance(newPostmarkScheme)},
+	{name: SchemeTelegram, unsignedID: true, eventType: "the Update's one optional field present (`message`, `callback_query`, …)", resign: ResignNotNeeded,
+		needs: []requirement{needSecret}, build: withoutTolerance(newTelegramScheme)},
+	{name: SchemeOkta, unsignedID: true, eventType: "body `data.events[0].eventType`", resign: ResignNotNeeded, needs: []requirement{needSecret},
+		challenges: []challenge{oktaChallenge}, build: withoutTolerance(newOktaScheme)},
+	{name: SchemeMSGraph, eventType: "body `value[0].lifecycleEvent`, else `value[0].changeType`", resign: ResignNotNeeded, needs: []requirement{needSecret},
+		challenges: []challenge{msGraphChallenge}, build: withoutTolerance(newMSGraphScheme)},
+	{name: SchemeAdyen, eventType: "body `notificationItems[0].NotificationRequestItem.eventCode`", resign: ResignNotNeeded, needs: []requirement{needSecret},
+		handshake: "none; every verified notification, duplicates included, is answered 200 `[accepted]` (`text/plain`)", build: withoutTolerance(newAdyenScheme)},
 	//
 	// second ring D: keys fetched from the provider
 	//

@@ -93,6 +93,20 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID:   "body `event-data.id` (not signed); legacy forms: digest",
 		Tolerance: "9h (Mailgun retries for 8 hours and may resend the first signature)"},
 	// second ring C
+	SchemePostmark: {Set: "`BASIC_AUTH` (the `user:password` written into the webhook URL as `https://user:password@host/…`; no `SECRET`)",
+		Signature: "`Authorization: Basic …` compared whole, in constant time (Postmark signs nothing: use HTTPS)",
+		EventID:   "`Bounce`/`SpamComplaint`: `RecordType:ID`; `Delivery`: `Delivery:MessageID:Recipient`; else digest (opens and clicks repeat per message)"},
+	SchemeTelegram: {Set: "`SECRET` (the `secret_token` given to `setWebhook`: 1–256 of `A-Z a-z 0-9 _ -`)",
+		Signature: "`X-Telegram-Bot-Api-Secret-Token` compared in constant time (Telegram signs nothing: use HTTPS)", EventID: "body `update_id` (not signed)"},
+	SchemeOkta: {Set: "`SECRET` (the hook's `Authorization` header value; the hook must use the header `Authorization`)",
+		Signature: "`Authorization` compared in constant time (Okta signs nothing: use HTTPS); answers the verification GET (`X-Okta-Verification-Challenge` → `{\"verification\":…}`) after the same check",
+		EventID:   "body `eventId` (not signed)"},
+	SchemeMSGraph: {Set: "`SECRET` (the subscription's `clientState`, at most 128 characters)",
+		Signature: "every `value[].clientState` compared in constant time (rich notifications' `validationTokens` are not checked); answers `POST ?validationToken=` with the token as `text/plain`",
+		EventID:   "digest (notifications carry no delivery id)"},
+	SchemeAdyen: {Set: "`SECRET` (the webhook's HMAC key, 64 hex characters; the previous one in `SECRET_PREVIOUS` while retries drain)",
+		Signature: "each `NotificationRequestItem`'s `additionalData.hmacSignature`: base64 HMAC-SHA256 (hex-decoded key) of `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`; every item must verify; answers `[accepted]`",
+		EventID:   "`pspReference:eventCode` of a single item; digest for a batch of several"},
 	//
 	// second ring D
 	//

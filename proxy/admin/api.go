@@ -170,6 +170,7 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Headers = a.redact.headers(d.Headers)
+	a.redactDetail(d)
 	writeJSON(w, http.StatusOK, struct {
 		*journal.Detail
 		// Unsigned says why whguard does not sign this event for the
@@ -203,6 +204,9 @@ func (a *api) conflicts(w http.ResponseWriter, r *http.Request) {
 	}
 	for i := range cs {
 		cs[i].Headers = a.redact.headers(cs[i].Headers)
+	}
+	if len(cs) > 0 && !a.copiesShowable(w, r, id, cs) {
+		return
 	}
 	if cs == nil {
 		cs = []journal.ConflictCopy{}

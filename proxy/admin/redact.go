@@ -10,12 +10,16 @@ import (
 const Redacted = "[redacted]"
 
 // DefaultRedactedHeaders carry credentials and are never shown: the
-// standard credential headers, and the headers that carry a sender's shared
-// token verbatim (GitLab's X-Gitlab-Token is the webhook secret itself).
-// They are still stored and forwarded: a backend that checks them keeps
-// working. WHGUARD_REDACT_HEADERS adds to the list.
+// standard credential headers (Authorization also carries Postmark's basic
+// auth and Okta's hook secret), and the headers that carry a sender's
+// shared token verbatim (GitLab's X-Gitlab-Token and Telegram's
+// X-Telegram-Bot-Api-Secret-Token are the webhook secret itself). They are
+// still stored and forwarded: a backend that checks them keeps working.
+// WHGUARD_REDACT_HEADERS adds to the list. Credentials carried in a body
+// (Microsoft Graph's clientState) are hidden by redactBody.
 var DefaultRedactedHeaders = []string{
 	"Authorization", "Proxy-Authorization", "Cookie", "Set-Cookie", "X-Gitlab-Token",
+	"X-Telegram-Bot-Api-Secret-Token",
 }
 
 // redactor hides the values of a set of headers.
