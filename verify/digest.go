@@ -30,7 +30,10 @@ func Digest(header http.Header, body []byte) (string, error) {
 
 // ContentDigest is Digest computed after removing the volatile top-level
 // members of a JSON object body: the fields a sender changes between
-// redeliveries of one event. Form and raw bodies are hashed as Digest does.
+// redeliveries of one event. An entry "[].name" names a member of each
+// item of a top-level array body instead, and is left out of the body's
+// digest key too (a batch has no id of its own). Form and raw bodies are
+// hashed as Digest does.
 func ContentDigest(header http.Header, body []byte, volatile []string) (string, error) {
 	d, err := digestBody(header, body, volatile)
 	return d.content, err
@@ -69,6 +72,9 @@ func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests
 	if v.kind == kindObject {
 		d.typ, _ = v.stringField("type")
 	}
+	if v.kind == kindArray {
+		v = withoutItemFields(v, volatile)
+	}
 	buf := appendCanonical(make([]byte, 0, len(body)), v)
 	d.plain = hashBytes(buf)
 	d.content = d.plain
@@ -82,6 +88,35 @@ func digestBody(header http.Header, body []byte, volatile []string) (bodyDigests
 		}
 	}
 	return d, nil
+}
+
+// itemVolatilePrefix marks a volatile field of each item of a body that is
+// a top-level array (a batch, such as HubSpot's): "[].attemptNumber".
+const itemVolatilePrefix = "[]."
+
+// withoutItemFields returns the array v with each object item's members
+// named by a "[]."-prefixed volatile entry removed. A batch has no id of
+// its own, so its key is its digest: such a field is left out of the key
+// as well as the content hash, or each redelivery would be a new event.
+func withoutItemFields(v jsonValue, volatile []string) jsonValue {
+	var names []string
+	for _, f := range volatile {
+		if name, ok := strings.CutPrefix(f, itemVolatilePrefix); ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return v
+	}
+	elems := slices.Clone(v.elems)
+	for i, e := range elems {
+		if e.kind == kindObject {
+			e.members = slices.DeleteFunc(slices.Clone(e.members), func(m jsonMember) bool { return slices.Contains(names, m.key) })
+			elems[i] = e
+		}
+	}
+	v.elems = elems
+	return v
 }
 
 // isForm tells whether the Content-Type is application/x-www-form-urlencoded

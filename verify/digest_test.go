@@ -128,6 +128,26 @@ func TestContentDigestVolatile(t *testing.T) {
 	if cd(`[{"pending_webhooks":1}]`) == cd(`[{"pending_webhooks":2}]`) {
 		t.Error("a field inside an array was dropped")
 	}
+	// "[].name" drops a member of each item of a top-level array, from the
+	// key (the plain digest) as well as the content hash.
+	items := []string{"[].attemptNumber"}
+	a, err := digestBody(nil, []byte(`[{"eventId":1,"attemptNumber":0},{"eventId":2,"attemptNumber":0}]`), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := digestBody(nil, []byte(`[{"eventId":1,"attemptNumber":3},{"attemptNumber":3,"eventId":2}]`), items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a != b || a.plain != sha256Hex(`[{"eventId":1},{"eventId":2}]`) {
+		t.Errorf("item volatile field kept: %+v vs %+v", a, b)
+	}
+	if c, _ := digestBody(nil, []byte(`[{"eventId":1,"attemptNumber":0},{"eventId":3,"attemptNumber":0}]`), items); c == a {
+		t.Error("a changed item kept the digests")
+	}
+	if d, _ := digestBody(nil, []byte(`{"attemptNumber":1}`), items); d == (bodyDigests{}) || d.plain != sha256Hex(`{"attemptNumber":1}`) {
+		t.Error("an item entry touched an object body")
+	}
 	// Without volatile fields, ContentDigest is Digest.
 	body := []byte(`{"b":1,"a":2}`)
 	d1, _ := ContentDigest(nil, body, nil)

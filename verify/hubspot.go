@@ -189,3 +189,8 @@ func (s *hubspotScheme) resign(h http.Header, body []byte, at time.Time) {
 
 // unsign removes the signature header resign writes.
 func (s *hubspotScheme) unsign(h http.Header) { h.Del(hubspotSignatureHeader) }
+
+// Volatile: HubSpot counts each item's redeliveries in attemptNumber
+// (developers.hubspot.com/docs/api/webhooks, "Retries"); a batch has no id,
+// so without this each retry would be keyed as a new event.
+func (*hubspotScheme) Volatile() []string { return []string{"[].attemptNumber"} }

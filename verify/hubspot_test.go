@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -102,9 +103,11 @@ func TestHubSpotCheck(t *testing.T) {
 	p := mustProvider(t, base)
 	batch := hubspotHeaders(signHubSpot(ringSecret, "POST", hubspotURL, hubspotBatch, ts), ts)
 	ev, err := p.Check(Input{Header: batch, Body: []byte(hubspotBatch)}, now)
-	canonicalBatch, _ := Canonicalize([]byte(hubspotBatch))
-	if err != nil || ev.Type != "contact.creation" || ev.ID != sha256Hex(string(canonicalBatch)) || ev.ContentHash != ev.ID {
-		t.Errorf("batch: %+v, %v; want type contact.creation, keyed by its digest", ev, err)
+	// Keyed by the digest of the canonical batch without each item's
+	// attemptNumber (volatile).
+	canonicalBatch := `[{"appId":54321,"changeFlag":"NEW","changeSource":"CRM","eventId":1,"objectId":123,"occurredAt":1564113600000,"portalId":62515,"subscriptionId":12345,"subscriptionType":"contact.creation"}]`
+	if err != nil || ev.Type != "contact.creation" || ev.ID != sha256Hex(canonicalBatch) || ev.ContentHash != ev.ID {
+		t.Errorf("batch: %+v, %v; want type contact.creation, keyed by its digest without attemptNumber", ev, err)
 	}
 	if !p.IDSigned() {
 		t.Error("IDSigned = false: the digest of the signed body is signed")
@@ -152,4 +155,35 @@ func init() {
 			return hubspotHeaders(signHubSpot(secret, "POST", hubspotURL, hubspotBatch, ts), ts)
 		},
 	})
+}
+
+// A retried batch differs only in each item's attemptNumber: the same
+// event (same key and content hash), not a new one or a conflict.
+func TestHubSpotRetryIsADuplicate(t *testing.T) {
+	const secret = "yyyyyyyy-yyyy-yyyy-yyyy-yyyyyyyyyyyy"
+	url := "https://hooks.example.com/webhooks/hubspot"
+	p := mustProvider(t, ProviderConfig{Name: "hs", Scheme: SchemeHubSpot, Secrets: []string{secret}, PublicURL: url})
+	now := time.Now()
+	check := func(body string) Event {
+		t.Helper()
+		ts := strconv.FormatInt(now.UnixMilli(), 10)
+		m := hmac.New(sha256.New, []byte(secret))
+		m.Write([]byte("POST" + url + body + ts))
+		h := headers("Content-Type", "application/json", "X-HubSpot-Request-Timestamp", ts,
+			"X-HubSpot-Signature-v3", base64.StdEncoding.EncodeToString(m.Sum(nil)))
+		ev, err := p.Check(Input{Header: h, Body: []byte(body)}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ev
+	}
+	first := check(`[{"eventId":1,"subscriptionType":"contact.creation","attemptNumber":0}]`)
+	retry := check(`[{"eventId":1,"subscriptionType":"contact.creation","attemptNumber":4}]`)
+	other := check(`[{"eventId":2,"subscriptionType":"contact.creation","attemptNumber":0}]`)
+	if first.ID != retry.ID || first.ContentHash != retry.ContentHash {
+		t.Errorf("retry keyed %s/%s, first %s/%s: want the same event", retry.ID, retry.ContentHash, first.ID, first.ContentHash)
+	}
+	if other.ID == first.ID {
+		t.Error("another batch has the same key")
+	}
 }
