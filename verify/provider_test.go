@@ -82,7 +82,7 @@ func TestNewProviderAccepts(t *testing.T) {
 func TestKnownSchemesAndTolerance(t *testing.T) {
 	got := KnownSchemes()
 	if want := []string{"standard", "svix", "stripe", "github", "slack", "shopify", "twilio", "paddle", "linear",
-		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "sns", "hmac", "none"}; !slices.Equal(got, want) {
+		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab", "sns", "pubsub", "hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -93,7 +93,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 		"standard": 5 * time.Minute, "svix": 5 * time.Minute, "stripe": 5 * time.Minute,
 		"github": 0, "none": 0, "nope": 0, "slack": 5 * time.Minute, "linear": time.Minute,
 		"shopify": 0, "twilio": 0, "gitlab": 0, "pagerduty": 0, "square": 0, "intercom": 0,
-		"sns": time.Hour,
+		"sns": time.Hour, "pubsub": time.Minute,
 	} {
 		if d := DefaultTolerance(scheme); d != want {
 			t.Errorf("DefaultTolerance(%q) = %v, want %v", scheme, d, want)
@@ -277,6 +277,8 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.PublicURL = "https://example.com/hook"
 	case SchemeHMAC:
 		cfg.HMAC.SignatureHeader = "X-Signature"
+	case SchemePubSub:
+		cfg.Audience = "https://example.com/push"
 	}
 	return cfg
 }

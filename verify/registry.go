@@ -60,7 +60,8 @@ const defaultTol = 5 * time.Minute
 //     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
 //     Discord and generic hmac with a timestamp header, whose senders
 //     document no bound;
-//   - 1 minute: Linear (its SDK's bound on webhookTimestamp);
+//   - 1 minute: Linear (its SDK's bound on webhookTimestamp); pubsub, where
+//     it is the clock skew allowed around the token's own iat and exp;
 //   - 1 hour: sns, whose retries resend the same signed Timestamp for up
 //     to an hour.
 var registry = []schemeSpec{
@@ -94,6 +95,8 @@ var registry = []schemeSpec{
 	//
 	{name: SchemeSNS, handshake: "`SubscriptionConfirmation` (signed): whguard fetches its `SubscribeURL` (allow-listed host, https), answers 200 `{}`; `UnsubscribeConfirmation` (signed): 200 `{}`",
 		eventType: "body `TopicArn` (notifications)", resign: ResignPublicKey, tolerance: time.Hour, build: newSNSScheme},
+	{name: SchemePubSub, unsignedID: true, eventType: "body `message.attributes.eventType` when the publisher sets one (Cloud Storage notifications), else none",
+		resign: ResignPublicKey, tolerance: time.Minute, needs: []requirement{{FieldAudience, "the push subscription's audience; Google's default is the push endpoint URL"}}, build: newPubSubScheme},
 	{name: SchemeHMAC, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol,
 		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
 	{name: SchemeNone, eventType: "body `type`", resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},
