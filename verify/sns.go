@@ -55,6 +55,10 @@ const (
 // (https://docs.aws.amazon.com/sns/latest/dg/sns-message-delivery-retries.html),
 // hence the 1 h default.
 //
+// A notification's id is its MessageId (signed, and kept on retries); its
+// type is its TopicArn, so that WHGUARD_<NAME>_EVENT_TYPES can pick topics
+// (arn:aws:sns:*:*:orders-*); the Subject is free text and left out.
+//
 // A SubscriptionConfirmation, once verified, is confirmed by fetching its
 // SubscribeURL (same allow-list, https) and answered 200 without being
 // journaled; an UnsubscribeConfirmation is answered 200 only.

@@ -262,3 +262,29 @@ func TestSNSKeyHostDownAndProperties(t *testing.T) {
 		t.Errorf("bad KeyHosts: %v", err)
 	}
 }
+
+// A SigningCertURL or SubscribeURL on a host off the allow-list is refused
+// before any request: the host it names, a live HTTPS server whose CA is
+// trusted, sees nothing.
+func TestSNSOffListHostGetsNoRequest(t *testing.T) {
+	listed, other := newKeyServer(t), newKeyServer(t)
+	listed.serve("/cert.pem", string(readTestFile(t, "sns-test-cert.pem")))
+	other.serve("/cert.pem", string(readTestFile(t, "sns-test-cert.pem")))
+	p := mustProvider(t, ProviderConfig{Name: "orders", Scheme: SchemeSNS, KeyHosts: []string{listed.host}, CAFile: other.caFile})
+	key := readRSAKey(t, "sns-test-key.pem")
+	for _, f := range []map[string]string{
+		{"Type": "Notification", "SigningCertURL": other.URL + "/cert.pem"},
+		{"Type": "SubscriptionConfirmation", "SigningCertURL": listed.URL + "/cert.pem", "Token": "t", "SubscribeURL": other.URL + "/?Action=ConfirmSubscription"},
+	} {
+		for k, v := range map[string]string{"MessageId": "m", "TopicArn": snsTestTopic, "Message": "x", "Timestamp": snsTestTS, "SignatureVersion": "2"} {
+			f[k] = v
+		}
+		_, err := p.Check(Input{Body: []byte(snsJSON(t, signSNS(t, key, f, nil)))}, time.Unix(1700000000, 0))
+		if !errors.Is(err, ErrUnauthorized) || Reason(err) != ReasonUntrustedKeyURL {
+			t.Errorf("%s naming %s: err = %v", f["Type"], other.host, err)
+		}
+	}
+	if n := other.hits.Load() + listed.hits.Load(); n != 0 {
+		t.Errorf("%d requests made", n)
+	}
+}
