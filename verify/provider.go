@@ -227,7 +227,7 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 	}
 	if v.Handshake != nil {
 		// Verified, answered at once, never journaled: no key needed.
-		return Event{Handshake: v.Handshake, AnswerType: v.AnswerType}, nil
+		return Event{Handshake: v.Handshake, AnswerType: v.AnswerType, Note: v.Note}, nil
 	}
 	id, typ := v.ID, v.Type
 	if p.idHeader != "" {

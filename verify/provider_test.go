@@ -85,7 +85,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 		"intercom", "zoom", "square", "sendgrid", "pagerduty", "discord", "gitlab",
 		"typeform", "razorpay", "vercel", "bitbucket", "atlassian", "meta", "sentry", "paystack", "twitter",
 		"twitch", "calendly", "zendesk", "workos", "hubspot", "mailgun",
-		"postmark", "telegram", "okta", "msgraph", "adyen", "hmac", "none"}; !slices.Equal(got, want) {
+		"postmark", "telegram", "okta", "msgraph", "adyen", "sns", "pubsub", "hmac", "none"}; !slices.Equal(got, want) {
 		t.Fatalf("KnownSchemes = %q, want %q", got, want)
 	}
 	got[0] = "changed"
@@ -96,6 +96,7 @@ func TestKnownSchemesAndTolerance(t *testing.T) {
 		"standard": 5 * time.Minute, "svix": 5 * time.Minute, "stripe": 5 * time.Minute,
 		"github": 0, "none": 0, "nope": 0, "slack": 5 * time.Minute, "linear": time.Minute,
 		"shopify": 0, "twilio": 0, "gitlab": 0, "pagerduty": 0, "square": 0, "intercom": 0,
+		"sns": time.Hour, "pubsub": time.Minute,
 	} {
 		if d := DefaultTolerance(scheme); d != want {
 			t.Errorf("DefaultTolerance(%q) = %v, want %v", scheme, d, want)
@@ -285,6 +286,8 @@ func minimalConfig(scheme string) ProviderConfig {
 		cfg.Secrets, cfg.BasicAuth = nil, pmBasicAuth
 	case SchemeAdyen:
 		cfg.Secrets = []string{adyenKey}
+	case SchemePubSub:
+		cfg.Audience = "https://example.com/push"
 	}
 	return cfg
 }

@@ -39,6 +39,11 @@ const (
 	// ReasonKeyUnavailable: the provider's key host could not be reached,
 	// or served no usable key. → 503
 	ReasonKeyUnavailable = "key_unavailable"
+	// ReasonUntrustedKeyURL: a key or confirmation URL named by the
+	// request (SNS SigningCertURL, SubscribeURL) is not https, not on the
+	// key-host allow-list, or not shaped like the provider's; nothing was
+	// fetched. → 401
+	ReasonUntrustedKeyURL = "untrusted_key_url"
 	// ReasonOther: an error that carries no reason (not one of Check's).
 	ReasonOther = "other"
 )

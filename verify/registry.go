@@ -60,11 +60,14 @@ const defaultTol = 5 * time.Minute
 //     clock skew: set WHGUARD_<NAME>_TOLERANCE=5s to match), Zoom, SendGrid,
 //     Discord and generic hmac with a timestamp header, whose senders
 //     document no bound;
-//   - 1 minute: Linear (its SDK's bound on webhookTimestamp);
-//   - second ring B: Twitch 10 minutes (its docs), WorkOS 3 minutes (its
-//     SDKs), Calendly 3 minutes (its docs' sample), Zendesk and HubSpot 5
-//     minutes, Mailgun 9 hours (its retries may carry their first
-//     signature for 8 hours): see each scheme's constant.
+//   - 1 minute: Linear (its SDK's bound on webhookTimestamp); pubsub, where
+//     it is the clock skew allowed around the token's own iat and exp;
+//   - 1 hour: sns, whose retries resend the same signed Timestamp for up
+//     to an hour;
+//   - Twitch 10 minutes (its docs), WorkOS 3 minutes (its SDKs), Calendly
+//     3 minutes (its docs' sample), Zendesk and HubSpot 5 minutes, Mailgun
+//     9 hours (its retries may carry their first signature for 8 hours):
+//     see each scheme's constant.
 var registry = []schemeSpec{
 	{name: SchemeStandard, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
 	{name: SchemeSvix, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol, needs: []requirement{needSecret}, build: buildStandard},
@@ -124,6 +127,10 @@ var registry = []schemeSpec{
 	//
 	// second ring D: keys fetched from the provider
 	//
+	{name: SchemeSNS, handshake: "`SubscriptionConfirmation` (signed): whguard fetches its `SubscribeURL` (allow-listed host, https), answers 200 `{}`; `UnsubscribeConfirmation` (signed): 200 `{}`",
+		eventType: "body `TopicArn` (notifications)", resign: ResignPublicKey, tolerance: time.Hour, build: newSNSScheme},
+	{name: SchemePubSub, unsignedID: true, eventType: "body `message.attributes.eventType` when the publisher sets one (Cloud Storage notifications), else none",
+		resign: ResignPublicKey, tolerance: time.Minute, needs: []requirement{{FieldAudience, "the push subscription's audience; Google's default is the push endpoint URL"}}, build: newPubSubScheme},
 	{name: SchemeHMAC, eventType: "body `type`", resign: ResignYes, tolerance: defaultTol,
 		needs: []requirement{needSecret, {FieldSignatureHeader, "the name of the header carrying the signature"}}, build: newHMACScheme},
 	{name: SchemeNone, eventType: "body `type`", resign: ResignNotNeeded, build: func(ProviderConfig, time.Duration) (Scheme, error) { return noneScheme{}, nil }},

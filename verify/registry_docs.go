@@ -110,6 +110,19 @@ var schemeDocs = map[string]SchemeDoc{
 	//
 	// second ring D
 	//
+	SchemeSNS: {Set: "nothing (AWS signs with its own key); optionally `KEY_HOSTS` (default: AWS's `sns.<region>.amazonaws.com[.cn]`) and `CA_FILE`",
+		Signature: "body `Signature`, RSA with SHA1 (`SignatureVersion` 1) or SHA256 (2) over the documented fields, by the certificate at `SigningCertURL` " +
+			"(https, allow-listed host, `.pem` path; fetched once a day per URL); confirms `SubscriptionConfirmation` by fetching its `SubscribeURL`; " +
+			"raw message delivery refused (400: it carries no signature)",
+		EventID:   "body `MessageId` (signed; the same on SNS's retries)",
+		Tolerance: "1h on the body's signed `Timestamp` (SNS resends the same signed message for up to an hour)",
+		Resign:    "cannot (AWS's key): forwarded as received; a backend that verifies it must not enforce the `Timestamp`'s age (AWS's validators do not)"},
+	SchemePubSub: {Set: "`AUDIENCE` (the push subscription's audience); optionally `KEY_HOSTS` (the host serving `/oauth2/v3/certs` instead of `www.googleapis.com`) and `CA_FILE`",
+		Signature: "`Authorization: Bearer` Google-signed RS256 token, key by `kid` from Google's JWKS (cached per `max-age`): `iss` accounts.google.com, `aud`, `exp`, `iat`; " +
+			"the body is NOT signed (the body guard applies); the service account's `email` is not checked",
+		EventID:   "body `message.messageId` (not signed; unique within a topic)",
+		Tolerance: "the token's `exp` (at most 1h after `iat`; tokens are reused), with 1m clock skew",
+		Resign:    "cannot (Google's key): forwarded as received; a backend that checks the token must not enforce its `exp` (a delivery after a backlog carries an expired one)"},
 	SchemeHMAC: {Set: "`SECRET`, `SIGNATURE_HEADER`, optionally `HMAC_ALGORITHM` (`sha256`, `sha512`, `sha1`), `SIGNATURE_ENCODING` (`hex`, `base64`), `SIGNATURE_PREFIX`, `TIMESTAMP_HEADER`, `SIGNED_CONTENT` (template over `{id}`, `{timestamp}`, `{body}`), `ID_HEADER`",
 		Signature: "your in-house sender's HMAC", EventID: "`ID_HEADER`, else digest",
 		Tolerance: "5m when a timestamp header is set", Resign: "yes when `TIMESTAMP_HEADER` is set (else not needed)"},

@@ -68,6 +68,10 @@ type Event struct {
 	// AnswerType is the Content-Type of Handshake or Reply; "" means
 	// application/json.
 	AnswerType string
+	// Note, set with a Handshake only, is a short line for the log about
+	// what whguard did to answer it ("sns subscription confirmed: topic
+	// arn:…"); it never holds a secret or a token.
+	Note string
 }
 
 // Verified is what a scheme learns from a request it verified.
@@ -80,6 +84,8 @@ type Verified struct {
 	Handshake  []byte
 	Reply      []byte
 	AnswerType string
+	// Note is copied to Event with a Handshake; see there.
+	Note string
 }
 
 // Scheme verifies one signature scheme. Implementations are safe for
