@@ -71,7 +71,8 @@ func TestE2EEveryScheme(t *testing.T) {
 	listen, admin := freePort(t), freePort(t)
 	const adminToken = "schemes-admin-token"
 	k := newSchemeKeys(t)
-	cases := everySchemeCase(t, listen, k)
+	ring := newRingKeys(t)
+	cases := append(everySchemeCase(t, listen, k), secondRingCases(t, listen, ring)...)
 
 	names := make([]string, len(cases))
 	env := []string{
@@ -113,7 +114,11 @@ func TestE2EEveryScheme(t *testing.T) {
 		if r.query != "" {
 			u += "?" + r.query
 		}
-		req, err := http.NewRequest(http.MethodPost, u, bytes.NewReader(r.body))
+		method := r.method
+		if method == "" {
+			method = http.MethodPost
+		}
+		req, err := http.NewRequest(method, u, bytes.NewReader(r.body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +151,7 @@ func TestE2EEveryScheme(t *testing.T) {
 		if err := json.Unmarshal(body, &e); err != nil || e.Error == nil || *e.Error == "" {
 			t.Fatalf("401 body %q is not {\"error\":\"…\"}", body)
 		}
-		for _, s := range k.secrets() {
+		for _, s := range append(k.secrets(), ring.secrets()...) {
 			if strings.Contains(string(body), s) {
 				t.Fatalf("401 body %q echoes a secret", body)
 			}
@@ -201,7 +206,16 @@ func TestE2EEveryScheme(t *testing.T) {
 						t.Fatalf("handshake: %d %s, want 200", code, body)
 					}
 					hs.check(t, body)
+					if hs.forged.method == "" && hs.forged.header == nil && hs.forged.query == "" {
+						return // proven by nothing but its shape: nothing to forge
+					}
 					code, body = post(t, c.name, hs.forged)
+					if hs.forgedStatus != 0 {
+						if code != hs.forgedStatus {
+							t.Fatalf("forged handshake: %d %s, want %d", code, body, hs.forgedStatus)
+						}
+						return
+					}
 					wantUnauthorized(t, code, body)
 				})
 			}
@@ -297,10 +311,13 @@ func TestE2EEveryScheme(t *testing.T) {
 	}
 
 	out := wh.out.String()
+	if !strings.Contains(out, "sns subscription confirmed: topic arn:aws:sns:us-east-2:123456789012:orders") {
+		t.Errorf("the SNS subscription confirmation is not logged with its topic\n%s", tail(out, 2000))
+	}
 	if strings.Contains(out, "unknown variable") {
 		t.Errorf("whguard warned about an unknown variable: the test's configuration has a typo\n%s", tail(out, 2000))
 	}
-	for _, s := range k.secrets() {
+	for _, s := range append(k.secrets(), ring.secrets()...) {
 		if strings.Contains(out, s) {
 			t.Errorf("whguard's logs contain a configured secret (%.8s…)", s)
 		}
@@ -309,6 +326,7 @@ func TestE2EEveryScheme(t *testing.T) {
 
 // wireReq is one request as a sender puts it on the wire.
 type wireReq struct {
+	method string // "" is POST
 	query  string // without "?"
 	header http.Header
 	body   []byte
@@ -321,6 +339,9 @@ type handshake struct {
 	req    wireReq
 	check  func(t *testing.T, body []byte)
 	forged wireReq
+	// forgedStatus is the forgery's answer when not 401 (Meta's wrong
+	// verify token: 403; a CRC token not shaped like X's: 400).
+	forgedStatus int
 }
 
 // schemeCase is one provider, named after its scheme.
