@@ -164,6 +164,9 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// A verified sender handshake: answered as the sender requires,
 		// never journaled or forwarded.
 		in.replyAs(w, name, ResultHandshake, http.StatusOK, event.Handshake, event.AnswerType, start)
+		if event.Note != "" {
+			in.log.Info(event.Note, zap.String("provider", name)) // e.g. an SNS subscription confirmed
+		}
 		return
 	}
 	ev := journal.Event{

@@ -89,7 +89,7 @@ var registry = []schemeSpec{
 	{name: SchemeDiscord, handshake: "PING (signed) → PONG; interactions get a deferred response", eventType: "`interaction.` + body `type` (a number)", resign: ResignPublicKey, tolerance: defaultTol,
 		needs: []requirement{{FieldPublicKey, "hex ed25519 key of the Discord application"}}, build: newDiscordScheme},
 	{name: SchemeGitLab, unsignedID: true, eventType: "header `X-Gitlab-Event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: withoutTolerance(newGitLabScheme)},
-	// second ring A: HMACs of the body
+	// HMACs of the body, no timestamp:
 	{name: SchemeTypeform, eventType: "body `event_type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: typeformSpec.build},
 	{name: SchemeRazorpay, unsignedID: true, eventType: "body `event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: razorpaySpec.build},
 	{name: SchemeVercel, eventType: "body `type`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: vercelSpec.build},
@@ -100,9 +100,7 @@ var registry = []schemeSpec{
 	{name: SchemeSentry, unsignedID: true, eventType: "header `Sentry-Hook-Resource` + `.` + body `action`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: sentrySpec.build},
 	{name: SchemePaystack, eventType: "body `event`", resign: ResignNotNeeded, needs: []requirement{needSecret}, build: paystackSpec.build},
 	{name: SchemeTwitter, eventType: "the body's top-level `…_events` key", resign: ResignNotNeeded, challenges: twitterChallenges, needs: []requirement{needSecret}, build: twitterSpec.build},
-	//
-	// second ring B: signed timestamps
-	//
+	// Signed timestamps:
 	{name: SchemeTwitch, handshake: "`Twitch-Eventsub-Message-Type: webhook_callback_verification` (signed) → its `challenge`, verbatim, as text/plain",
 		eventType: "header `Twitch-Eventsub-Subscription-Type`", resign: ResignYes, tolerance: twitchTolerance, needs: []requirement{needSecret}, build: newTwitchScheme},
 	{name: SchemeCalendly, eventType: "body `event`", resign: ResignYes, tolerance: calendlyTolerance, needs: []requirement{needSecret}, build: newCalendlyScheme},
@@ -113,7 +111,7 @@ var registry = []schemeSpec{
 		needs: []requirement{needSecret, {FieldPublicURL, "the target URL set in the HubSpot app, without query"}}, build: newHubSpotScheme},
 	{name: SchemeMailgun, unsignedID: true, eventType: "body `event-data.event` (legacy form: `event`)", resign: ResignBodyTimestamp, tolerance: mailgunTolerance,
 		needs: []requirement{needSecret}, build: newMailgunScheme},
-	// second ring C: credentials and Adyen
+	// Credentials that are not signatures, and Adyen's per-item HMAC:
 	{name: SchemePostmark, unsignedID: true, eventType: "body `RecordType`", resign: ResignNotNeeded,
 		needs: []requirement{{FieldBasicAuth, "the user:password written into the Postmark webhook URL"}}, build: withoutTolerance(newPostmarkScheme)},
 	{name: SchemeTelegram, unsignedID: true, eventType: "the Update's one optional field present (`message`, `callback_query`, …)", resign: ResignNotNeeded,
@@ -124,9 +122,7 @@ var registry = []schemeSpec{
 		challenges: []challenge{msGraphChallenge}, build: withoutTolerance(newMSGraphScheme)},
 	{name: SchemeAdyen, eventType: "body `notificationItems[0].NotificationRequestItem.eventCode`", resign: ResignNotNeeded, needs: []requirement{needSecret},
 		handshake: "none; every verified notification, duplicates included, is answered 200 `[accepted]` (`text/plain`)", build: withoutTolerance(newAdyenScheme)},
-	//
-	// second ring D: keys fetched from the provider
-	//
+	// Keys fetched from the provider:
 	{name: SchemeSNS, handshake: "`SubscriptionConfirmation` (signed): whguard fetches its `SubscribeURL` (allow-listed host, https), answers 200 `{}`; `UnsubscribeConfirmation` (signed): 200 `{}`",
 		eventType: "body `TopicArn` (notifications)", resign: ResignPublicKey, tolerance: time.Hour, build: newSNSScheme},
 	{name: SchemePubSub, unsignedID: true, eventType: "body `message.attributes.eventType` when the publisher sets one (Cloud Storage notifications), else none",

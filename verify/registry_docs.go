@@ -50,7 +50,6 @@ var schemeDocs = map[string]SchemeDoc{
 		EventID: "body `id`"},
 	SchemeGitLab: {Set: "`SECRET` (the webhook's secret token)", Signature: "`X-Gitlab-Token` compared in constant time (it signs nothing: use HTTPS)",
 		EventID: "`Idempotency-Key` (GitLab 17.4+), else `X-Gitlab-Event-UUID`"},
-	// second ring A
 	SchemeTypeform: {Set: "`SECRET` (the webhook's secret)", Signature: "`Typeform-Signature: sha256=` base64 HMAC-SHA256 of the body", EventID: "body `event_id`",
 		Tolerance: "none (unsigned time)"},
 	SchemeRazorpay: {Set: "`SECRET` (the webhook secret, not the API key secret; keep the old one in `SECRET_PREVIOUS` while older events retry)",
@@ -72,8 +71,6 @@ var schemeDocs = map[string]SchemeDoc{
 		Signature: "`x-twitter-webhooks-signature: sha256=` base64 HMAC-SHA256 of a JSON object body; answers the GET `crc_token` (`A-Za-z0-9-_=+/`, ≤ 128 bytes)",
 		EventID:   "digest (none sent)", Tolerance: "none (unsigned time)"},
 	//
-	// second ring B
-	//
 	SchemeTwitch: {Set: "`SECRET` (the subscription's 10–100 character secret; keep the old one in `SECRET_PREVIOUS` while its subscriptions live)",
 		Signature: "`Twitch-Eventsub-Message-Signature: sha256=` hex HMAC-SHA256 of `id+timestamp+body` (RFC 3339 timestamp); answers `webhook_callback_verification`",
 		EventID:   "`Twitch-Eventsub-Message-Id`"},
@@ -92,7 +89,6 @@ var schemeDocs = map[string]SchemeDoc{
 		Signature: "body `signature.signature` hex HMAC-SHA256 of `timestamp+token` (legacy: form fields): the event data is NOT signed",
 		EventID:   "body `event-data.id` (not signed); legacy forms: digest",
 		Tolerance: "9h (Mailgun retries for 8 hours and may resend the first signature)"},
-	// second ring C
 	SchemePostmark: {Set: "`BASIC_AUTH` (the `user:password` written into the webhook URL as `https://user:password@host/…`; no `SECRET`)",
 		Signature: "`Authorization: Basic …` compared whole, in constant time (Postmark signs nothing: use HTTPS)",
 		EventID:   "`Bounce`/`SpamComplaint`: `RecordType:ID`; `Delivery`: `Delivery:MessageID:Recipient`; else digest (opens and clicks repeat per message)"},
@@ -107,8 +103,6 @@ var schemeDocs = map[string]SchemeDoc{
 	SchemeAdyen: {Set: "`SECRET` (the webhook's HMAC key, 64 hex characters; the previous one in `SECRET_PREVIOUS` while retries drain)",
 		Signature: "each `NotificationRequestItem`'s `additionalData.hmacSignature`: base64 HMAC-SHA256 (hex-decoded key) of `pspReference:originalReference:merchantAccountCode:merchantReference:value:currency:eventCode:success`; every item must verify; answers `[accepted]`",
 		EventID:   "`pspReference:eventCode` of a single item; digest for a batch of several"},
-	//
-	// second ring D
 	//
 	SchemeSNS: {Set: "nothing (AWS signs with its own key); optionally `KEY_HOSTS` (default: AWS's `sns.<region>.amazonaws.com[.cn]`) and `CA_FILE`",
 		Signature: "body `Signature`, RSA with SHA1 (`SignatureVersion` 1) or SHA256 (2) over the documented fields, by the certificate at `SigningCertURL` " +
