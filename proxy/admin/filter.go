@@ -68,9 +68,21 @@ func (ff filterFields) filter(providers []string) (journal.Filter, error) {
 		if !ok {
 			return f, errors.New("match must be JSON-Pointer=value, e.g. /data/object/customer=cus_123")
 		}
+		if credentialPointer(cond.Pointer) {
+			// A match would confirm a guessed credential that every read
+			// surface shows as [redacted].
+			return f, errors.New("match cannot search clientState: it is a credential (Microsoft Graph)")
+		}
 		f.Match = append(f.Match, cond)
 	}
 	return f, nil
+}
+
+// credentialPointer tells whether a JSON Pointer names a body member that
+// carries a credential (Microsoft Graph's clientState, redacted in bodies).
+func credentialPointer(ptr string) bool {
+	i := strings.LastIndexByte(ptr, '/')
+	return strings.EqualFold(ptr[i+1:], "clientState")
 }
 
 func rfc3339(s string) (time.Time, error) {

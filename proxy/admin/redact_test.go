@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -91,6 +92,16 @@ func TestAPIRedactsBodyCredentials(t *testing.T) {
 		cs, _ := m["conflicts"].([]any)
 		if s != 200 || len(cs) != 1 || cs[0].(map[string]any)["body"] != graphBody(admin.Redacted, "deleted") {
 			t.Fatalf("conflicts: %d %v", s, m)
+		}
+		// A search cannot confirm a guessed clientState either.
+		for _, ptr := range []string{"/value/0/clientState", "/value/1/clientstate"} {
+			s, m := a.do(t, "GET", "/api/events?match="+url.QueryEscape(ptr+"="+secret), "tok", "")
+			if s != 400 || !strings.Contains(fmt.Sprint(m["error"]), "credential") {
+				t.Fatalf("match on %s: %d %v, want 400", ptr, s, m)
+			}
+		}
+		if s, _ := a.do(t, "GET", "/api/events?match="+url.QueryEscape("/value/0/changeType=created"), "tok", ""); s != 200 {
+			t.Fatalf("match on another member: %d", s)
 		}
 		// Stored (and so forwarded) as received.
 		d, err := j.Get(ctx, res[0].ID)
