@@ -3,7 +3,6 @@ package verify
 import (
 	"encoding/hex"
 	"net/http"
-	"strconv"
 	"time"
 )
 
@@ -53,22 +52,8 @@ func newCalendlyScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, err
 // then reads the body: the type is its "event" (invitee.created, …), and
 // there is no id.
 func (s *calendlyScheme) Verify(in Input, now time.Time) (Verified, error) {
-	header := in.Header.Get(calendlySignatureHeader)
-	if header == "" {
-		return Verified{}, missingHeader(calendlySignatureHeader)
-	}
-	if err := checkHeaderLen(calendlySignatureHeader, header); err != nil {
+	if err := checkTimestampedPairs(in, calendlySignatureHeader, s.keys, now, s.tolerance); err != nil {
 		return Verified{}, err
-	}
-	ts, sigs, err := parseStripeHeader(header)
-	if err != nil {
-		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, calendlySignatureHeader, err)
-	}
-	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
-		return Verified{}, err
-	}
-	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
-		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	v, err := parseJSON(in.Body)
 	if err != nil {

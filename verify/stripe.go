@@ -51,26 +51,9 @@ var _ Scheme = (*stripeScheme)(nil)
 // Verify checks the timestamp and the v1 signatures; the event id and type
 // are the body's top-level "id" and "type" strings.
 func (s *stripeScheme) Verify(in Input, now time.Time) (Verified, error) {
-	header := in.Header.Get(stripeSignatureHeader)
-	if header == "" {
-		return Verified{}, missingHeader(stripeSignatureHeader)
-	}
-	if err := checkHeaderLen(stripeSignatureHeader, header); err != nil {
+	if err := checkTimestampedPairs(in, stripeSignatureHeader, s.keys, now, s.tolerance); err != nil {
 		return Verified{}, err
 	}
-	ts, sigs, err := parseStripeHeader(header)
-	if err != nil {
-		return Verified{}, refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, stripeSignatureHeader, err)
-	}
-	// stripe-go refuses only stale timestamps; whguard bounds both
-	// directions (a timestamp from the future is as suspect as an old one).
-	if err := checkTimestamp(ts, now, s.tolerance); err != nil {
-		return Verified{}, err
-	}
-	if !anyKeyMatches(s.keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
-		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
-	}
-
 	v, err := parseJSON(in.Body)
 	if err != nil {
 		return Verified{}, refusef(ReasonMalformedBody, "%w: body unparseable: %w", ErrBadRequest, err)
@@ -125,4 +108,30 @@ func parseStripeHeader(header string) (int64, []signature, error) {
 		return 0, nil, errNoSignature
 	}
 	return ts, sigs, nil
+}
+
+// checkTimestampedPairs verifies a header of Stripe's shape
+// ("t=<unix seconds>,v1=<hex>[,v1=…]", also Calendly's): present, bounded,
+// its timestamp within tolerance of now in either direction (stripe-go
+// refuses only stale ones; a timestamp from the future is as suspect), and
+// some v1 the HMAC-SHA256 of "{t}.{body}" under some key.
+func checkTimestampedPairs(in Input, name string, keys [][]byte, now time.Time, tolerance time.Duration) error {
+	header := in.Header.Get(name)
+	if header == "" {
+		return missingHeader(name)
+	}
+	if err := checkHeaderLen(name, header); err != nil {
+		return err
+	}
+	ts, sigs, err := parseStripeHeader(header)
+	if err != nil {
+		return refusef(ReasonMalformedHeader, "%w: %s header: %w", ErrUnauthorized, name, err)
+	}
+	if err := checkTimestamp(ts, now, tolerance); err != nil {
+		return err
+	}
+	if !anyKeyMatches(keys, sigs, []byte(strconv.FormatInt(ts, 10)+"."), in.Body) {
+		return refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
+	}
+	return nil
 }
