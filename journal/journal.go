@@ -55,6 +55,14 @@ type Store interface {
 	BulkReplay(ctx context.Context, f Filter, reason string) (int, error)
 	CountReplayable(ctx context.Context, f Filter) (int, error)
 
+	// Retry now (retry.go): an event waiting for its next attempt made
+	// due at once, by hand or in bulk, and a backend's recovery for its
+	// providers.
+	RetryNow(ctx context.Context, id int64, reason string) error
+	BulkRetryNow(ctx context.Context, f Filter, reason string) (int, error)
+	CountRetryable(ctx context.Context, f Filter) (int, error)
+	RetryDue(ctx context.Context, providers []string) (int, error)
+
 	Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error)
 
 	Pause(ctx context.Context, p Pause) (Pause, error)

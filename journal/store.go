@@ -41,6 +41,10 @@ type dialect interface {
 	// replayIDs replays those of ids that are dead, done or ignored with their
 	// payload, in one write, auditing why, and returns how many.
 	replayIDs(ctx context.Context, ids []int64, reason string) (int, error)
+	// retryIDs makes due now those of ids that wait for an attempt (pending
+	// or retry) and not for their order key, in one write, auditing each
+	// (retry.go), and returns how many.
+	retryIDs(ctx context.Context, ids []int64, reason string) (int, error)
 	// cleanupEvents deletes up to n done or ignored events last changed before
 	// before, with everything recorded about them, and returns how many.
 	cleanupEvents(ctx context.Context, before time.Time, n int) (int, error)

@@ -21,6 +21,12 @@ type fakeDialect struct {
 	cleaned []time.Time
 	failAt  int // replayIDs call that fails, 1-based (0: none)
 	payload storedPayload
+	retried [][]int64        // retryIDs calls
+	held    map[int64]string // Summary.Held by id
+	// moves, when set, says which ids retryIDs moves (nil: all).
+	moves func(id int64) bool
+	// detail, when set, is getEvent's answer for every id.
+	detail *Detail
 }
 
 func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, error) {
@@ -28,7 +34,7 @@ func (d *fakeDialect) listPage(_ context.Context, f Filter, n int) ([]Summary, e
 	var out []Summary
 	for i := len(d.ids) - 1; i >= 0 && len(out) < n; i-- {
 		if f.Before == 0 || d.ids[i] < f.Before {
-			out = append(out, Summary{ID: d.ids[i]})
+			out = append(out, Summary{ID: d.ids[i], Held: d.held[d.ids[i]]})
 		}
 	}
 	return out, nil
@@ -43,6 +49,9 @@ func (d *fakeDialect) listConflicts(context.Context, int64) ([]storedConflict, e
 }
 
 func (d *fakeDialect) getEvent(_ context.Context, id int64) (*Detail, storedPayload, error) {
+	if d.detail != nil {
+		return d.detail, d.payload, nil
+	}
 	if id != 1 {
 		return nil, storedPayload{}, ErrNotFound
 	}
@@ -55,6 +64,17 @@ func (d *fakeDialect) replayIDs(_ context.Context, ids []int64, _ string) (int, 
 		return 0, errors.New("boom")
 	}
 	return len(ids), nil
+}
+
+func (d *fakeDialect) retryIDs(_ context.Context, ids []int64, _ string) (int, error) {
+	d.retried = append(d.retried, ids)
+	n := 0
+	for _, id := range ids {
+		if d.moves == nil || d.moves(id) {
+			n++
+		}
+	}
+	return n, nil
 }
 
 func (d *fakeDialect) eachBody(_ context.Context, ids []int64, fn func(id int64, body []byte) error) error {

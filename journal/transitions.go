@@ -37,6 +37,8 @@ const (
 	OpRelease = "release"
 	OpReplay  = "replay"
 	OpSkip    = "skip"
+	// OpRetryNow makes a waiting event due at once (retry.go).
+	OpRetryNow = "retry now"
 )
 
 // Transitions lists every change of a delivery's status.
@@ -52,6 +54,7 @@ var Transitions = []Transition{
 	{Op: OpRelease, What: "released or held (shutdown, no free slot, a limit): pending when it was the budget's first attempt and none failed before", From: []Status{StatusProcessing}, To: []Status{StatusPending, StatusRetry}, Attempts: -1, Due: "now, or after the hold", Order: "keeps the key"},
 	{Op: OpReplay, What: "replay", From: []Status{StatusDone, StatusDead, StatusIgnored}, To: []Status{StatusRetry}, Due: "now, with a fresh budget", Order: "joins the key's line again"},
 	{Op: OpSkip, What: "skip (a dead event holding its order key)", From: []Status{StatusDead}, To: []Status{StatusDead}, Due: "never", Order: "releases the key"},
+	{Op: OpRetryNow, What: "retry now: by hand (a held `pending` event too), or its backend recovered (`retry` events); the status stays", From: []Status{StatusPending, StatusRetry}, To: []Status{StatusPending, StatusRetry}, Due: "now, same budget; a pause, the breaker and the limits still apply when it is leased", Order: "keeps the key; an event waiting for its turn is left waiting"},
 }
 
 // afterHold is the status of a row whose lease is handed back without

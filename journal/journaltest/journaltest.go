@@ -6,9 +6,9 @@
 // The suite is split by concern: append.go (appends, claims, group
 // commit, readiness), delivery.go (leases, outcomes, holds, the reaper,
 // sync replies, figures), transitions.go (every entry of
-// journal.Transitions), replay.go, inspect.go (listing and finding),
-// retention.go, pauses.go and order.go (per-key order). Every test runs
-// on a journal of its own, in parallel with the others.
+// journal.Transitions), replay.go, retrynow.go, inspect.go (listing and
+// finding), retention.go, pauses.go and order.go (per-key order). Every
+// test runs on a journal of its own, in parallel with the others.
 package journaltest
 
 import (
@@ -72,6 +72,11 @@ func suite(h Harness) []struct {
 			{"ReapCountsTheReplayBudget", testReapCountsTheReplayBudget},
 			{"BulkTerminates", testBulkReplayTerminates},
 			{"SearchAndFiltered", testSearchAndFilteredReplay},
+		}},
+		{"RetryNow", []test{
+			{"Refusals", testRetryNowRefusals},
+			{"BulkAndDryRun", testBulkRetryNow},
+			{"RecoveryOfProviders", testRetryDueForProviders},
 		}},
 		{"Inspect", []test{
 			{"ListFiltersAndCursor", testListFiltersAndCursor},

@@ -63,6 +63,8 @@ func transitionCases(tr journal.Transition) []transitionCase {
 			out = append(out,
 				transitionCase{name: name + "/first-attempt", from: f, want: journal.StatusPending},
 				transitionCase{name: name + "/after-a-failure", from: f, want: journal.StatusRetry, failedBefore: true})
+		case journal.OpRetryNow:
+			out = append(out, transitionCase{name: name, from: f, want: f}) // the status stays
 		default:
 			out = append(out, transitionCase{name: name, from: f, want: tr.To[0]})
 		}
@@ -128,6 +130,15 @@ func checkTransition(t *testing.T, s journal.Store, tr journal.Transition, c tra
 		if err := s.Skip(ctx, id, "transition test"); err != nil {
 			t.Fatal(err)
 		}
+	case journal.OpRetryNow:
+		putOff(t, s, id, c.from)
+		before = Get(t, s, id).Attempts
+		if err := s.RetryNow(ctx, id, "transition test"); err != nil {
+			t.Fatal(err)
+		}
+		if d := Get(t, s, id); d.NextAttemptAt.After(time.Now().Add(time.Second)) || d.Held != "" {
+			t.Fatalf("after retry now, due at %s (held %q); want now", d.NextAttemptAt, d.Held)
+		}
 	default:
 		t.Fatalf("no way to exercise %q: add it here", tr.Op)
 	}
@@ -138,6 +149,11 @@ func checkTransition(t *testing.T, s journal.Store, tr journal.Transition, c tra
 	if got.Attempts-before != tr.Attempts {
 		t.Fatalf("%s from %q: attempts %d → %d, want a change of %d", tr.Op, c.from, before, got.Attempts, tr.Attempts)
 	}
+	if tr.Op == journal.OpRetryNow {
+		if ds := LeaseAll(t, s, time.Minute); len(ds) != 1 || ds[0].ID != id {
+			t.Fatalf("after retry now, leased %+v; want row %d", ds, id)
+		}
+	}
 	if tr.Op == journal.OpSkip {
 		// The key is released: the next event of the key can be leased.
 		next := Event("p", "evt-next", "h2")
@@ -146,6 +162,32 @@ func checkTransition(t *testing.T, s journal.Store, tr journal.Transition, c tra
 		if ds := LeaseAll(t, s, time.Minute); len(ds) != 1 || ds[0].EventID != "evt-next" {
 			t.Fatalf("after skip, leased %+v; want the next event of the key", ds)
 		}
+	}
+}
+
+// putOff makes waiting row id, in status from, due only in an hour, as
+// a limit's hold does to a pending row and a long backoff to a failed
+// one, and checks that it is not leased meanwhile.
+func putOff(t *testing.T, s journal.Store, id int64, from journal.Status) {
+	t.Helper()
+	ds := LeaseAll(t, s, time.Minute)
+	if len(ds) != 1 || ds[0].ID != id {
+		t.Fatalf("leased %+v, want row %d", ds, id)
+	}
+	if from == journal.StatusRetry {
+		f := Finish(ds[0], journal.StatusRetry, 503)
+		f.RetryIn = time.Hour
+		if n, err := CompleteN(s, []journal.Finish{f}); err != nil || n != 1 {
+			t.Fatalf("complete retry: %d %v", n, err)
+		}
+	} else if n, err := s.Hold(context.Background(), []journal.Hold{{ID: id, LeaseToken: ds[0].LeaseToken, For: time.Hour, Reason: "rate"}}); err != nil || n != 1 {
+		t.Fatalf("hold: %d %v", n, err)
+	}
+	if d := Get(t, s, id); d.Status != from {
+		t.Fatalf("put off: status %s, want %s", d.Status, from)
+	}
+	if ds := LeaseAll(t, s, time.Minute); len(ds) != 0 {
+		t.Fatalf("leased %+v while put off for an hour", ds)
 	}
 }
 
