@@ -25,6 +25,9 @@ type Inspector interface {
 	Skip(ctx context.Context, id int64, reason string) error
 	BulkReplay(ctx context.Context, f journal.Filter, reason string) (int, error)
 	CountReplayable(ctx context.Context, f journal.Filter) (int, error)
+	RetryNow(ctx context.Context, id int64, reason string) error
+	BulkRetryNow(ctx context.Context, f journal.Filter, reason string) (int, error)
+	CountRetryable(ctx context.Context, f journal.Filter) (int, error)
 }
 
 var _ Inspector = (*journal.Postgres)(nil)
@@ -33,7 +36,7 @@ var _ Inspector = (*journal.Postgres)(nil)
 type APIConfig struct {
 	Store Inspector
 	// OnReplay, when set, is called after a replay moved events back to
-	// retry (the forwarder's wake-up).
+	// retry, or a retry now made events due (the forwarder's wake-up).
 	OnReplay func()
 	// Logger receives the audit log of replays; nil means none.
 	Logger *zap.Logger
@@ -89,6 +92,8 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("POST /api/events/{id}/replay", a.replayOne)
 	mux.HandleFunc("POST /api/events/{id}/skip", a.skipOne)
 	mux.HandleFunc("POST /api/replay", a.replayBulk)
+	mux.HandleFunc("POST /api/events/{id}/retry", a.retryOne)
+	mux.HandleFunc("POST /api/retry", a.retryBulk)
 	mux.HandleFunc("GET /api/overview", a.overview)
 	mux.HandleFunc("GET /api/backends", a.backends)
 	mux.HandleFunc("POST /api/backends/pause", a.pause)
@@ -291,7 +296,7 @@ func (a *api) actOn(w http.ResponseWriter, r *http.Request, act eventAction) {
 	if !ok {
 		return
 	}
-	req, ok := readReplay(w, r)
+	req, ok := readAction(w, r, true)
 	if !ok {
 		return
 	}
@@ -326,7 +331,7 @@ func (a *api) skipOne(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
-	req, ok := readReplay(w, r)
+	req, ok := readAction(w, r, true)
 	if !ok {
 		return
 	}
@@ -377,15 +382,19 @@ func (a *api) replayBulk(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"replayed": n})
 }
 
-func readReplay(w http.ResponseWriter, r *http.Request) (replayRequest, bool) {
+// readAction reads the body of an action on events (replay, skip, retry;
+// one or in bulk). With needReason the reason is required unless it is a
+// dry run (the action is audited with it); without, an empty body is
+// taken as {}.
+func readAction(w http.ResponseWriter, r *http.Request, needReason bool) (replayRequest, bool) {
 	var req replayRequest
 	dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	if err := dec.Decode(&req); err != nil && (needReason || !errors.Is(err, io.EOF)) {
 		apiError(w, http.StatusBadRequest, "body must be JSON like {\"reason\":\"…\"}")
 		return req, false
 	}
-	if req.Reason == "" && !req.DryRun {
+	if needReason && req.Reason == "" && !req.DryRun {
 		apiError(w, http.StatusBadRequest, "reason is required: replays are audited")
 		return req, false
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/whguard/whguard/proxy/admin"
 )
 
-// FuzzAdminAPI sends arbitrary queries and replay bodies to the admin API
+// FuzzAdminAPI sends arbitrary queries and replay and retry bodies to the admin API
 // over a real journal: it never answers 5xx (the journal is up) and always
 // answers JSON.
 func FuzzAdminAPI(f *testing.F) {
@@ -35,6 +35,8 @@ func FuzzAdminAPI(f *testing.F) {
 			httptest.NewRequest(http.MethodGet, "/api/events", nil),
 			httptest.NewRequest(http.MethodPost, "/api/replay", strings.NewReader(body)),
 			httptest.NewRequest(http.MethodPost, "/api/events/1/replay", strings.NewReader(body)),
+			httptest.NewRequest(http.MethodPost, "/api/retry", strings.NewReader(body)),
+			httptest.NewRequest(http.MethodPost, "/api/events/1/retry", strings.NewReader(body)),
 		} {
 			r.URL.RawQuery = query
 			r.Header.Set("Authorization", "Bearer tok")
