@@ -49,6 +49,8 @@ const eventsUsage = `usage:
   whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
+  whguard events retry     ID [-provider P] [-reason WHY]   (due now; its attempts stay)
+  whguard events retry -all [-provider P] [FILTERS] [-limit N] [-dry-run] [-reason WHY]
   whguard events skip      ID [-provider P] -reason WHY   (a dead event releases its order key)
   whguard events overview [-window 1h] [-minutes 10] [-json]
 
@@ -70,6 +72,7 @@ func events(args, environ []string, stdout, stderr io.Writer) int {
 		"show":      (*apiClient).show,
 		"conflicts": (*apiClient).conflicts,
 		"replay":    (*apiClient).replay,
+		"retry":     (*apiClient).retry,
 		"skip":      (*apiClient).skip,
 		"overview":  (*apiClient).overview,
 	})

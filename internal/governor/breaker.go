@@ -1,6 +1,7 @@
 package governor
 
 import (
+	"sync/atomic"
 	"time"
 )
 
@@ -164,5 +165,26 @@ func (b *breaker) record(cfg BreakerConfig, now time.Time, token string, o Outco
 func (b *breaker) abandon(now time.Time, token string) {
 	if b.state == BreakerHalfOpen && b.probe == token {
 		b.state, b.probe, b.until = BreakerOpen, "", now
+	}
+}
+
+// closeHook tells of a backend's recovery: a breaker closed by a probe
+// this process sent. Local and Redis embed it.
+type closeHook struct {
+	fn atomic.Pointer[func(backend string)]
+}
+
+// OnClose sets fn, called with the backend's origin when its breaker
+// closes because a probe this process sent succeeded (the backend
+// recovered). With Redis, only the replica whose probe it was hears of it,
+// so a recovery is told once across replicas. It is called on the
+// goroutine that reported the probe's outcome (Finish), outside the
+// governor's locks. A later call replaces fn.
+func (h *closeHook) OnClose(fn func(backend string)) { h.fn.Store(&fn) }
+
+// closed calls the hook for backend, if one is set.
+func (h *closeHook) closed(backend string) {
+	if fn := h.fn.Load(); fn != nil {
+		(*fn)(backend)
 	}
 }

@@ -13,6 +13,7 @@ import (
 type Local struct {
 	cfg Config
 	now func() time.Time
+	closeHook
 
 	mu sync.Mutex
 	// tat is each rate key's theoretical arrival time (GCRA).
@@ -132,13 +133,21 @@ func (l *Local) Release(_ context.Context, a Ask) error {
 }
 
 // Finish gives back a's slot once its attempt ended with o, and counts o
-// for the backend's breaker.
+// for the backend's breaker; a breaker this closes (its probe succeeded)
+// is told to OnClose's hook.
 func (l *Local) Finish(_ context.Context, a Ask, o Outcome) error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	delete(l.slots[a.Backend], a.Token)
+	closed := false
 	if l.cfg.Breaker.Enabled {
-		l.breaker(a.Backend).record(l.cfg.Breaker, l.now(), a.Token, o)
+		b := l.breaker(a.Backend)
+		was := b.state
+		b.record(l.cfg.Breaker, l.now(), a.Token, o)
+		closed = was != BreakerClosed && b.state == BreakerClosed
+	}
+	l.mu.Unlock()
+	if closed {
+		l.closed(a.Backend)
 	}
 	return nil
 }

@@ -43,6 +43,7 @@ type Redis struct {
 	log    *zap.Logger
 	upG    prometheus.Gauge
 	errs   *prometheus.CounterVec
+	closeHook
 
 	// base starts every key; namespace, when set, names the deployment
 	// (see RedisOptions.Namespace) and is resolved once, by ready.

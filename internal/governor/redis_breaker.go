@@ -338,8 +338,9 @@ func (r *Redis) syncBreakers(ctx context.Context) {
 	}
 }
 
-// breakerFinish counts a's outcome: a probe's at once, the others with
-// the next sync.
+// breakerFinish counts a's outcome: a probe's at once (a good one that
+// closes the breaker is told to OnClose's hook), the others with the next
+// sync.
 func (r *Redis) breakerFinish(ctx context.Context, a Ask, o Outcome) error {
 	r.bmu.Lock()
 	_, probe := r.probes[a.Token]
@@ -364,7 +365,16 @@ func (r *Redis) breakerFinish(ctx context.Context, a Ask, o Outcome) error {
 	if !probe {
 		return nil
 	}
-	return r.breakerRecord(ctx, a.Backend, breakerCounts{}, a.Token, o != Succeeded, "")
+	if err := r.breakerRecord(ctx, a.Backend, breakerCounts{}, a.Token, o != Succeeded, ""); err != nil {
+		return err
+	}
+	r.bmu.Lock()
+	closed := o == Succeeded && r.known(a.Backend).state == BreakerClosed
+	r.bmu.Unlock()
+	if closed {
+		r.closed(a.Backend) // this replica's probe closed it: told once
+	}
+	return nil
 }
 
 // breakerAbandon gives up a's probe, if it was one (a limit held it, or it

@@ -32,6 +32,7 @@ type governor interface {
 	BreakerStates() map[string]BreakerState
 	InFlight(ctx context.Context, backend string) (int, error)
 	Limits(provider string) bool
+	OnClose(fn func(backend string))
 }
 
 var (
@@ -347,6 +348,8 @@ var testBreaker = BreakerConfig{Enabled: true, Window: 10 * time.Second, MinAtte
 func testBreakerOpensProbesCloses(t *testing.T, build func(Config) governor) {
 	b := "http://b:80"
 	g := build(Config{Breaker: testBreaker, SlotTTL: 5 * time.Second, Backends: []string{b}})
+	var closed []string // the recoveries OnClose was told of
+	g.OnClose(func(backend string) { closed = append(closed, backend) })
 	n := 0
 	next := func() Ask { n++; return ask(b, "p", n) }
 	for range 3 {
@@ -382,6 +385,9 @@ func testBreakerOpensProbesCloses(t *testing.T, build func(Config) governor) {
 	if err := g.Finish(ctx, probe, FailedTransiently); err != nil {
 		t.Fatal(err)
 	}
+	if len(closed) != 0 {
+		t.Fatalf("told of a recovery %v before any probe succeeded", closed)
+	}
 	d = mustAcquire(t, g, next())
 	if d.Allowed || d.RetryAfter <= 300*time.Millisecond || d.RetryAfter > 600*time.Millisecond {
 		t.Fatalf("after a failed probe: %+v, want held for the doubled cooldown (600ms)", d)
@@ -393,6 +399,10 @@ func testBreakerOpensProbesCloses(t *testing.T, build func(Config) governor) {
 		t.Fatalf("after a good probe: breaker %s, want closed", s)
 	}
 	attempt(t, g, next(), Succeeded)
+	settle(t, g)
+	if len(closed) != 1 || closed[0] != b {
+		t.Fatalf("recoveries told: %v, want %s once (when the probe closed it)", closed, b)
+	}
 }
 
 // A probe a limit holds is given up, so that the next delivery can probe
@@ -511,6 +521,29 @@ func TestRedisBreakerShared(t *testing.T) {
 	d1 := mustAcquire(t, gs[1], ask(b, "p", 12))
 	if d0.Allowed == d1.Allowed {
 		t.Fatalf("probes after the cooldown: %+v and %+v, want exactly one", d0, d1)
+	}
+	// The probe succeeds: its replica alone is told of the recovery, also
+	// once the other has learnt that the breaker closed.
+	var told [2]int
+	for i, g := range gs {
+		g.OnClose(func(string) { told[i]++ })
+	}
+	prober, probe := 0, ask(b, "p", 11)
+	if d1.Allowed {
+		prober, probe = 1, ask(b, "p", 12)
+	}
+	if err := gs[prober].Finish(ctx, probe, Succeeded); err != nil {
+		t.Fatal(err)
+	}
+	other := 1 - prober
+	gs[other].syncBreakers(ctx)
+	if s := gs[other].BreakerStates()[b]; s != BreakerClosed {
+		t.Fatalf("the other replica's breaker after the good probe: %s", s)
+	}
+	attempt(t, gs[other], ask(b, "p", 13), Succeeded)
+	gs[other].syncBreakers(ctx)
+	if told[prober] != 1 || told[other] != 0 {
+		t.Fatalf("recoveries told: prober %d, other %d; want 1 and 0", told[prober], told[other])
 	}
 }
 
