@@ -173,6 +173,7 @@ func (f *Forwarder) deliver(j job) {
 	// governor's slot goes back (a batched Redis call) and the outcome is
 	// written.
 	f.unadmit(ask, true, res.status)
+	f.answered(f.origins[d.Provider], res.status)
 	switch dec.Outcome {
 	case OutcomeDone:
 		log.Debug("delivered", zap.Int("status", res.status), zap.Duration("took", res.duration))

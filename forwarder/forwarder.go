@@ -15,6 +15,7 @@
 //   - pool.go: the goroutines that run deliveries;
 //   - intake.go: the claim protocol of the ingress (Intake.Accept);
 //   - attempt.go: one attempt of one event and the writing of its outcome;
+//   - recover.go: a backend's recovery brings its waiting retries forward;
 //   - maintain.go: the reaper, retention and the status gauges;
 //   - send.go and policy.go: the HTTP request and the retry policy, both
 //     free of state.
@@ -51,6 +52,7 @@ type Store interface {
 	Resume(ctx context.Context, kind, name string) (bool, error)
 	Pauses(ctx context.Context) ([]journal.Pause, error)
 	WakePaused(ctx context.Context) error
+	RetryDue(ctx context.Context, providers []string) (int, error)
 	RecordMinutes(ctx context.Context, replica string, ms []journal.Minute) error
 }
 
@@ -120,6 +122,8 @@ type Forwarder struct {
 	pauses atomic.Pointer[pauseSet]
 	// figures are this replica's per-minute delivery figures (figures.go).
 	figures *figures
+	// recovery follows the backends' recoveries (recover.go).
+	recovery *recoveries
 
 	// adm decides who delivers and when (admission.go); limit is the
 	// adaptive in-flight limit it applies (adapt.go); wake is the
@@ -208,7 +212,11 @@ func New(cfg Config) (*Forwarder, error) {
 			f.sending[o] = new(atomic.Int32)
 		}
 	}
+	f.recovery = newRecoveries(f.origins)
 	f.aborted, f.abort = context.WithCancel(context.Background())
+	if h, ok := cfg.Governor.(interface{ OnClose(func(string)) }); ok {
+		h.OnClose(f.breakerClosed) // a closing breaker is a recovery
+	}
 	cfg.Metrics.observe(f.adm.snapshot)
 	// Outcomes linger a little for larger batches: their latency is
 	// nobody's (the slot is already free, the backend has answered), and
@@ -305,6 +313,7 @@ func (f *Forwarder) Stop(ctx context.Context) error {
 		}
 	}
 	f.abort()
+	f.stopRecoveries()
 	f.quitWorkers()
 	// The last figures of this replica, if the journal still answers.
 	fctx, cancel := context.WithTimeout(context.Background(), handBackTimeout)

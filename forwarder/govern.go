@@ -65,6 +65,9 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 			f.cfg.Metrics.held(d.Provider, dec.Reason)
 			counted = true
 		}
+		if dec.Reason == governor.HoldBreaker {
+			f.breakerHolds(a.Backend)
+		}
 		// Waiting here keeps a delivery slot: at most maxMemoryHold in
 		// all for one delivery, and by at most governorWaitBound
 		// deliveries at once, so that a limited backend cannot take every

@@ -23,6 +23,7 @@ type Metrics struct {
 	holds      *prometheus.CounterVec
 	blocked    *prometheus.GaugeVec
 	paused     *prometheus.GaugeVec
+	recoveries *prometheus.CounterVec
 	// occupancy reads the forwarder's slots, outcome places and waiting
 	// claims at scrape time (set by New; nil before).
 	occupancy atomic.Pointer[func() occupancy]
@@ -77,6 +78,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_backend_paused",
 		Help: "1 while deliveries to the backend are paused (whguard backends pause), else 0.",
 	}, []string{"backend"})
+	m.recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "whguard_backend_recoveries_total",
+		Help: "Recoveries of a backend told to this replica, by cause (breaker_closed, resumed, answered: a 2xx after transient failures); each made the backend's events waiting in retry due at once.",
+	}, []string{"backend", "cause"})
 	read := func(field func(occupancy) int) func() float64 {
 		return func() float64 {
 			f := m.occupancy.Load()
@@ -102,7 +107,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_limit",
 		Help: "The adaptive limit of deliveries in flight (grows while the backend keeps up, halves on its failures), at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.limit }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, inFlight, recording, claimsWaiting, limit)
+	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, m.recoveries, inFlight, recording, claimsWaiting, limit)
 	return m
 }
 
@@ -197,4 +202,12 @@ func (m *Metrics) setPaused(backends []string, paused map[string]journal.Pause) 
 	for b := range paused {
 		m.paused.WithLabelValues(b).Set(1)
 	}
+}
+
+// recovered counts a recovery of backend.
+func (m *Metrics) recovered(backend, cause string) {
+	if m == nil {
+		return
+	}
+	m.recoveries.WithLabelValues(backend, cause).Inc()
 }

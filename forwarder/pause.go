@@ -134,7 +134,9 @@ func (f *Forwarder) Pause(ctx context.Context, p journal.Pause) (journal.Pause, 
 }
 
 // Resume ends a pause and wakes the fetcher for the deliveries it held.
-// reason is for the caller's audit log.
+// A pause that was there is a recovery (recover.go): the events of the
+// resumed backend or provider waiting in retry are due now too, unless
+// another pause still holds them. reason is for the caller's audit log.
 func (f *Forwarder) Resume(ctx context.Context, kind, name, _ string) (bool, error) {
 	found, err := f.cfg.Store.Resume(ctx, kind, name)
 	if err != nil {
@@ -142,6 +144,17 @@ func (f *Forwarder) Resume(ctx context.Context, kind, name, _ string) (bool, err
 	}
 	if err := f.refreshPauses(ctx); err != nil {
 		f.log.Warn("resume stored; this replica sees it at its next read", zap.Error(err))
+	}
+	if found {
+		origin, providers := name, []string(nil)
+		if kind == journal.PauseBackend {
+			providers = f.providersOf(name)
+		} else if o, ok := f.origins[name]; ok {
+			if _, paused := f.pausedFor(name); !paused {
+				origin, providers = o, []string{name}
+			}
+		}
+		f.recoverProviders(ctx, origin, RecoveryResumed, providers)
 	}
 	f.Wake()
 	return found, nil
