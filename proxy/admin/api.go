@@ -319,7 +319,8 @@ func (a *api) actOn(w http.ResponseWriter, r *http.Request, act eventAction) {
 
 func (a *api) replayOne(w http.ResponseWriter, r *http.Request) {
 	a.actOn(w, r, eventAction{run: a.store.Replay, refused: journal.ErrNotReplayable,
-		refusedMsg: "only dead, done or ignored events can be replayed", logMsg: "event replayed", status: "replayed"})
+		refusedMsg: "only dead, done or ignored events can be replayed; one waiting for its next attempt can be retried now (POST /api/events/{id}/retry)",
+		logMsg:     "event replayed", status: "replayed"})
 }
 
 // skipOne releases the order key a dead event holds (ORDER_ON_DEAD=block),

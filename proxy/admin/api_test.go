@@ -228,8 +228,8 @@ func testAPIShowAndReplay(t *testing.T, store string) {
 		t.Fatalf("audit %v", replays)
 	}
 	// Not dead or done: refused.
-	if s, _ := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", a.events["e001"]), "tok", `{"reason":"x"}`); s != 409 {
-		t.Fatalf("replay of a pending event %d, want 409", s)
+	if s, m := a.do(t, "POST", fmt.Sprintf("/api/events/%d/replay", a.events["e001"]), "tok", `{"reason":"x"}`); s != 409 || !strings.Contains(fmt.Sprint(m["error"]), "/retry") {
+		t.Fatalf("replay of a pending event %d %v, want 409 pointing to retry now", s, m)
 	}
 	if s, _ := a.do(t, "POST", "/api/events/999999/replay", "tok", `{"reason":"x"}`); s != 404 {
 		t.Fatalf("replay of a missing event %d", s)
