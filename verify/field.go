@@ -28,6 +28,8 @@ const (
 	FieldKeyHosts          Field = "KeyHosts"
 	FieldCAFile            Field = "CAFile"
 	FieldAudience          Field = "Audience"
+	FieldTopicARNs         Field = "TopicARNs"
+	FieldServiceAccounts   Field = "ServiceAccounts"
 )
 
 // FieldError is an invalid ProviderConfig setting. NewProvider's errors

@@ -73,6 +73,15 @@ type ProviderConfig struct {
 	// (WHGUARD_<NAME>_AUDIENCE): the push subscription's audience, by
 	// default its push endpoint URL.
 	Audience string
+	// TopicARNs, when set, are the only SNS topics accepted and confirmed
+	// (WHGUARD_<NAME>_TOPIC_ARNS): ARNs, * matching any run of characters.
+	// Unset, any AWS account's topic is (warned at start-up).
+	TopicARNs []string
+	// ServiceAccounts, when set, are the only service-account emails a
+	// pubsub token may carry, with email_verified
+	// (WHGUARD_<NAME>_SERVICE_ACCOUNTS). Unset, any Google account's
+	// token for the audience passes (warned at start-up).
+	ServiceAccounts []string
 }
 
 // HMACConfig configures the generic "hmac" scheme for in-house senders
@@ -161,7 +170,7 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 	}
 	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v,
 		challenges: spec.challenges, verifyToken: cfg.VerifyToken}
-	if len(cfg.Secrets) > 0 {
+	if len(cfg.Secrets) > 0 && slices.ContainsFunc(spec.challenges, func(c challenge) bool { return c.answer == answerCRC }) {
 		p.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
 	}
 	if d, ok := v.(volatileDeclarer); ok {

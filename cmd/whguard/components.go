@@ -230,6 +230,8 @@ var verifyVars = map[verify.Field]string{
 	verify.FieldKeyHosts:          "KEY_HOSTS",
 	verify.FieldCAFile:            "CA_FILE",
 	verify.FieldAudience:          "AUDIENCE",
+	verify.FieldTopicARNs:         "TOPIC_ARNS",
+	verify.FieldServiceAccounts:   "SERVICE_ACCOUNTS",
 }
 
 // governorConfig is the limits as the governor takes them, with the

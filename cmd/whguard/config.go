@@ -341,9 +341,15 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		if p.provider == nil {
 			continue
 		}
-		switch support := verify.ResignSupport(p.env.Scheme); {
+		switch {
 		case p.env.Scheme == verify.SchemeNone:
 			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
+		case p.env.Scheme == verify.SchemeSNS && len(p.env.TopicARNs) == 0:
+			warnings = append(warnings, fmt.Sprintf("provider %s: scheme sns without %sTOPIC_ARNS accepts, and confirms subscriptions of, any AWS account's topic: list your topics", p.name, p.prefix))
+		case p.env.Scheme == verify.SchemePubSub && len(p.env.ServiceAccounts) == 0:
+			warnings = append(warnings, fmt.Sprintf("provider %s: scheme pubsub without %sSERVICE_ACCOUNTS accepts a token of any Google account for the audience: list the push subscriptions' service accounts", p.name, p.prefix))
+		}
+		switch support := verify.ResignSupport(p.env.Scheme); {
 		case strings.HasPrefix(support, "cannot"):
 			// The signed timestamp ages while an event waits (a backlog, a
 			// backend outage) and whguard cannot sign it afresh.

@@ -80,6 +80,10 @@ type providerEnv struct {
 	KeyHosts    []string `env:"KEY_HOSTS"`
 	CAFile      string   `env:"CA_FILE"`
 	Audience    string   `env:"AUDIENCE"`
+	// TopicARNs and ServiceAccounts name the only senders accepted by sns
+	// and pubsub (anyone can subscribe an endpoint otherwise).
+	TopicARNs       []string `env:"TOPIC_ARNS"`
+	ServiceAccounts []string `env:"SERVICE_ACCOUNTS"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -170,6 +174,7 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 		},
 		VerifyToken: p.env.VerifyToken, BasicAuth: p.env.BasicAuth,
 		KeyHosts: p.env.KeyHosts, CAFile: p.env.CAFile, Audience: p.env.Audience,
+		TopicARNs: p.env.TopicARNs, ServiceAccounts: p.env.ServiceAccounts,
 	})
 	if err == nil {
 		p.provider = prov

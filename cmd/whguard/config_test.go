@@ -382,6 +382,10 @@ func TestWarnsWhenTimestampCannotBeRenewed(t *testing.T) {
 		"linear":   {"WHGUARD_X_SECRET=s"},
 		"stripe":   {"WHGUARD_X_SECRET=whsec_x"},
 		"github":   {"WHGUARD_X_SECRET=s"},
+		"mailgun":  {"WHGUARD_X_SECRET=s"},
+		"sns":      nil,
+		"pubsub":   {"WHGUARD_X_AUDIENCE=https://hooks.example.com/x"},
+		"twitch":   {"WHGUARD_X_SECRET=0123456789"},
 	} {
 		_, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=" + scheme}, env...))
 		if err != nil {
@@ -392,6 +396,29 @@ func TestWarnsWhenTimestampCannotBeRenewed(t *testing.T) {
 		})
 		if want := strings.HasPrefix(verify.ResignSupport(scheme), "cannot"); warned != want {
 			t.Errorf("%s: warned %v, want %v; warnings: %q", scheme, warned, want, warnings)
+		}
+	}
+}
+
+// sns and pubsub without the list of their senders are warned about: any
+// AWS or Google account can subscribe the endpoint otherwise.
+func TestWarnsWhenAnySenderIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"WHGUARD_X_SCHEME=sns"}, "WHGUARD_X_TOPIC_ARNS"},
+		{[]string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x"}, "WHGUARD_X_SERVICE_ACCOUNTS"},
+		{[]string{"WHGUARD_X_SCHEME=sns", "WHGUARD_X_TOPIC_ARNS=arn:aws:sns:*:1:orders"}, ""},
+		{[]string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x", "WHGUARD_X_SERVICE_ACCOUNTS=a@p.iam.gserviceaccount.com"}, ""},
+	} {
+		_, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x"}, tc.env...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		warned := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "any") && strings.Contains(w, "TOPIC_ARNS") || strings.Contains(w, "SERVICE_ACCOUNTS") })
+		if warned != (tc.want != "") || (tc.want != "" && !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, tc.want) })) {
+			t.Errorf("%v: warnings %q, want one naming %q", tc.env, warnings, tc.want)
 		}
 	}
 }

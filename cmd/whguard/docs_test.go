@@ -82,6 +82,8 @@ var providerDocs = map[string]varDoc{
 	"BASIC_AUTH":         {"", "`postmark` (required): the `user:password` written into the webhook URL; never logged or shown"},
 	"KEY_HOSTS":          {"the scheme's own hosts", "`sns`, `pubsub`: comma list of the hosts keys may be fetched from, over HTTPS (`host`, or `*.suffix`): AWS China or GovCloud, a test key server"},
 	"CA_FILE":            {"(the system's)", "`sns`, `pubsub`: a PEM file of the CAs trusted for the key hosts"},
+	"TOPIC_ARNS":         {"(none: any topic, warned at start-up)", "`sns`: comma list of the topic ARNs accepted (`*` matches any run of characters); a message or subscription confirmation of another topic is refused (`401`) before anything is fetched. Any AWS account can subscribe your endpoint to a topic of its own: set it"},
+	"SERVICE_ACCOUNTS":   {"(none: any account, warned at start-up)", "`pubsub`: comma list of the service-account emails the push subscriptions authenticate as; a token of another account, or with `email_verified` false, is refused. Any Google account can push to your endpoint with your audience: set it"},
 	"AUDIENCE":           {"", "`pubsub` (required): the audience the push subscription's tokens carry (Google's default: the push endpoint URL)"},
 	"HMAC_ALGORITHM":     {"`sha256`", "`hmac`: `sha256`, `sha512` or `sha1`"},
 	"SIGNATURE_HEADER":   {"", "`hmac`: the header holding the signature (required)"},
