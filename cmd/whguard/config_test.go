@@ -416,7 +416,9 @@ func TestWarnsWhenAnySenderIsAccepted(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.env, err)
 		}
-		warned := slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, "any") && strings.Contains(w, "TOPIC_ARNS") || strings.Contains(w, "SERVICE_ACCOUNTS") })
+		warned := slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.Contains(w, "any") && strings.Contains(w, "TOPIC_ARNS") || strings.Contains(w, "SERVICE_ACCOUNTS")
+		})
 		if warned != (tc.want != "") || (tc.want != "" && !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, tc.want) })) {
 			t.Errorf("%v: warnings %q, want one naming %q", tc.env, warnings, tc.want)
 		}
