@@ -160,6 +160,12 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	warnings = append(warnings, p.catchupSettings(ps)...)
 	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
 	warnings = append(warnings, secretWarnings...)
+	for _, v := range []struct{ key, value string }{{"VERIFY_TOKEN", p.env.VerifyToken}, {"BASIC_AUTH", p.env.BasicAuth}} {
+		if isPlaceholder(v.value) {
+			ps.addf(p.prefix+v.key, "%s", placeholderProblem)
+			ok = false
+		}
+	}
 	if !ok {
 		return warnings
 	}
@@ -296,6 +302,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 			ps.addf(p.prefix+"SECRET", "holds only whitespace; expected the signing secret")
 			return nil, nil, warnings, false
 		}
+		if isPlaceholder(secret) {
+			ps.addf(p.prefix+"SECRET", "%s", placeholderProblem)
+			return nil, nil, warnings, false
+		}
 		out, from = append(out, secret), append(from, "SECRET")
 	}
 	if p.env.SecretFile != "" {
@@ -315,6 +325,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 			if secret == "" {
 				continue
 			}
+			if isPlaceholder(secret) {
+				ps.addf(p.prefix+"SECRET_FILE", "the file %s", placeholderProblem)
+				return nil, nil, warnings, false
+			}
 			spaced = spaced || secret != line
 			out, from = append(out, secret), append(from, "SECRET_FILE")
 		}
@@ -330,6 +344,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 		secret := trimmed("SECRET_PREVIOUS", p.env.SecretPrevious)
 		if secret == "" {
 			ps.addf(p.prefix+"SECRET_PREVIOUS", "holds only whitespace; expected the previous signing secret")
+			return nil, nil, warnings, false
+		}
+		if isPlaceholder(secret) {
+			ps.addf(p.prefix+"SECRET_PREVIOUS", "%s", placeholderProblem)
 			return nil, nil, warnings, false
 		}
 		out, from = append(out, secret), append(from, "SECRET_PREVIOUS")

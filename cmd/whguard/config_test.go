@@ -80,6 +80,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_ALERT_FORMAT", "teams", nil, "slack or json"},
 		{"WHGUARD_ALERT_SECRET", "whsec_!!!", []string{"WHGUARD_ALERT_FORMAT=json"}, "Standard Webhooks secret"},
 		{"WHGUARD_ALERT_REPEAT", "0s", nil, "positive"},
+		{"WHGUARD_ADMIN_TOKEN", "...", nil, "placeholder from the docs"},
 		{"WHGUARD_ALERT_BACKLOG_AGE", "-1m", nil, "positive"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
@@ -117,12 +118,13 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_CATCHUP_ENDPOINT", "we_1", catchupOn, "stripe only"},
 		{"WHGUARD_X_CATCHUP_INTERVAL", "0s", catchupOn, "positive"},
 		{"WHGUARD_X_CATCHUP_WINDOW", "100h", catchupOn, "at most 72h"},
+		{"WHGUARD_X_VERIFY_TOKEN", "…", []string{"WHGUARD_X_SCHEME=meta"}, "placeholder from the docs"},
+		{"WHGUARD_X_BASIC_AUTH", "user:...", []string{"WHGUARD_X_SCHEME=postmark"}, "placeholder from the docs"},
 	}
 	// Variables no value of which is refused at start-up.
 	anyValue := map[string]string{
 		"WHGUARD_LISTEN":             "checked when listening",
 		"WHGUARD_ADMIN_LISTEN":       "checked when listening",
-		"WHGUARD_ADMIN_TOKEN":        "any token",
 		"WHGUARD_ADMIN_URL":          "read by whguard events only",
 		"WHGUARD_X_SIGNATURE_PREFIX": "any text",
 		"WHGUARD_METRICS_LISTEN":     "checked when listening",

@@ -127,8 +127,17 @@ func configurationDoc(t *testing.T) string {
 
 Everything is an environment variable; durations use Go syntax (` + "`90s`, `5m`, `840h`" + `). An invalid value
 makes whguard exit with status 2 and a message naming the variable and what it accepts, one line per
-bad variable (all of them are reported at once); an unknown ` + "`WHGUARD_*`" + ` variable is logged as a
-warning (it is usually a typo).
+bad variable (all of them are reported at once).
+
+**An unknown ` + "`WHGUARD_*`" + ` variable** (one whguard does not read) is named with what it probably meant:
+the known variable nearest to it (` + "`WHGUARD_PROVIDER`" + `: did you mean ` + "`WHGUARD_PROVIDERS`" + `?;
+` + "`WHGUARD_STRIPE_SECRTE`" + `: did you mean ` + "`WHGUARD_STRIPE_SECRET`" + `?), among the global variables and the
+` + "`WHGUARD_<NAME>_*`" + ` of the configured providers, or the provider missing from ` + "`WHGUARD_PROVIDERS`" + `
+(` + "`WHGUARD_GITHUB_SECRET`" + ` without ` + "`github`" + ` there). When start-up otherwise succeeds it is a warning in the
+log, and whguard runs: a typo in an optional setting does not stop production. When start-up fails,
+the unknown variables are printed first, as ` + "`whguard: warning: unknown variable …`" + ` lines before the
+` + "`whguard: invalid configuration: …`" + ` ones, since the typo is often what the errors are about
+(` + "`WHGUARD_PROVIDER=stripe`" + ` leaves no provider configured).
 
 | variable | default | meaning |
 |---|---|---|
@@ -190,11 +199,15 @@ Per provider ` + "`NAME`" + ` (the upper-cased name from ` + "`WHGUARD_PROVIDERS
 **Secrets that are obviously wrong stop start-up**, naming the variable (never the value): a ` + "`stripe`" + `
 secret that is an API key (` + "`sk_…`, `rk_…`, `pk_…`" + `) rather than the endpoint's ` + "`whsec_…`" + ` signing
 secret; a ` + "`standard` or `svix`" + ` secret that is neither ` + "`whsec_`" + `+base64 nor plain base64; a secret that
-is only whitespace. **Whitespace around a secret is removed**, in ` + "`_SECRET`, `_SECRET_PREVIOUS`" + ` and
-each line of ` + "`_SECRET_FILE`" + `, and logged as a warning naming the variable: such a secret is almost
-never intended (a file written with a trailing newline, ` + "`kubectl create secret --from-file`" + `, a
-copy-paste), and kept it would make every signature fail. A secret that really begins or ends with
-whitespace cannot be configured.
+is only whitespace; a placeholder copied from the docs, a value that is or ends with ` + "`...`" + ` or ` + "`…`" + `
+(` + "`whsec_...`, `whsec_…`" + `), in any variable or file that holds a secret or credential (` + "`_SECRET`" + `,
+` + "`_SECRET_PREVIOUS`" + `, each line of ` + "`_SECRET_FILE`" + `, ` + "`_CATCHUP_TOKEN`" + ` and its file, ` + "`_VERIFY_TOKEN`" + `,
+` + "`_BASIC_AUTH`" + `, ` + "`WHGUARD_ALERT_SECRET`, `WHGUARD_ADMIN_TOKEN`" + `); a real secret ending so cannot be
+configured. **Whitespace around a secret is removed**, in ` + "`_SECRET`, `_SECRET_PREVIOUS`" + ` and each line of
+` + "`_SECRET_FILE`" + `, and logged as a warning naming the variable: such a secret is almost never intended (a
+file written with a trailing newline, ` + "`kubectl create secret --from-file`" + `, a copy-paste), and kept
+it would make every signature fail. A secret that really begins or ends with whitespace cannot be
+configured.
 `)
 	return b.String()
 }
