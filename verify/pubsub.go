@@ -83,10 +83,16 @@ func newPubSubScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error
 	default:
 		keys.hosts.exact = []string{pubsubKeyHost}
 	}
+	accounts := trimmedList(cfg.ServiceAccounts)
+	for _, a := range accounts {
+		if !strings.Contains(a, "@") || !printable(a, 320) {
+			return nil, fieldErrorf(FieldServiceAccounts, "service account %q is not an email address (NAME@PROJECT.iam.gserviceaccount.com)", a)
+		}
+	}
 	return &pubsubScheme{
 		keys: keys, jwksURL: &url.URL{Scheme: "https", Host: host, Path: pubsubKeyPath},
 		jwks: newKeyCache[map[string]*rsa.PublicKey](1), audience: strings.TrimSpace(cfg.Audience), skew: tolerance,
-		accounts: trimmedList(cfg.ServiceAccounts),
+		accounts: accounts,
 	}, nil
 }
 

@@ -120,6 +120,11 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_CATCHUP_WINDOW", "100h", catchupOn, "at most 72h"},
 		{"WHGUARD_X_VERIFY_TOKEN", "…", []string{"WHGUARD_X_SCHEME=meta"}, "placeholder from the docs"},
 		{"WHGUARD_X_BASIC_AUTH", "user:...", []string{"WHGUARD_X_SCHEME=postmark"}, "placeholder from the docs"},
+		{"WHGUARD_X_KEY_HOSTS", "*.amazonaws.com", []string{"WHGUARD_X_SCHEME=sns"}, "anyone's content"},
+		{"WHGUARD_X_CA_FILE", "/nonexistent/ca.pem", []string{"WHGUARD_X_SCHEME=sns"}, "CA file"},
+		{"WHGUARD_X_TOPIC_ARNS", "orders", []string{"WHGUARD_X_SCHEME=sns"}, "ARN pattern"},
+		{"WHGUARD_X_AUDIENCE", "  ", []string{"WHGUARD_X_SCHEME=pubsub"}, "required"},
+		{"WHGUARD_X_SERVICE_ACCOUNTS", "push-account", []string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x"}, "email"},
 	}
 	// Variables no value of which is refused at start-up.
 	anyValue := map[string]string{
