@@ -28,6 +28,7 @@ const (
 	FieldKeyHosts          Field = "KeyHosts"
 	FieldCAFile            Field = "CAFile"
 	FieldAudience          Field = "Audience"
+	FieldBackendSecret     Field = "BackendSecret"
 )
 
 // FieldError is an invalid ProviderConfig setting. NewProvider's errors
