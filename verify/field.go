@@ -30,6 +30,7 @@ const (
 	FieldAudience          Field = "Audience"
 	FieldTopicARNs         Field = "TopicARNs"
 	FieldServiceAccounts   Field = "ServiceAccounts"
+	FieldBackendSecret     Field = "BackendSecret"
 )
 
 // FieldError is an invalid ProviderConfig setting. NewProvider's errors

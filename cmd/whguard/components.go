@@ -225,6 +225,7 @@ var verifyVars = map[verify.Field]string{
 	verify.FieldSignaturePrefix:   "SIGNATURE_PREFIX",
 	verify.FieldTimestampHeader:   "TIMESTAMP_HEADER",
 	verify.FieldSignedContent:     "SIGNED_CONTENT",
+	verify.FieldBackendSecret:     "BACKEND_SECRET",
 	verify.FieldVerifyToken:       "VERIFY_TOKEN",
 	verify.FieldBasicAuth:         "BASIC_AUTH",
 	verify.FieldKeyHosts:          "KEY_HOSTS",

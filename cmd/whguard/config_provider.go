@@ -17,16 +17,21 @@ import (
 
 // providerEnv is one provider's variables, WHGUARD_<NAME>_*.
 type providerEnv struct {
-	Scheme         string        `env:"SCHEME"`
-	Secret         string        `env:"SECRET"`
-	SecretPrevious string        `env:"SECRET_PREVIOUS"`
-	SecretFile     string        `env:"SECRET_FILE"`
-	Path           string        `env:"PATH"`
-	Tolerance      time.Duration `env:"TOLERANCE"`
-	IDHeader       string        `env:"ID_HEADER"`
-	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
-	BackendURL     string        `env:"BACKEND_URL"`
-	ForwardPath    string        `env:"FORWARD_PATH"`
+	Scheme         string `env:"SCHEME"`
+	Secret         string `env:"SECRET"`
+	SecretPrevious string `env:"SECRET_PREVIOUS"`
+	SecretFile     string `env:"SECRET_FILE"`
+	// BackendSecret, or the first non-blank line of BackendSecretFile, is
+	// the secret deliveries are re-signed with instead of the sender's
+	// (see backendSecret).
+	BackendSecret     string        `env:"BACKEND_SECRET"`
+	BackendSecretFile string        `env:"BACKEND_SECRET_FILE"`
+	Path              string        `env:"PATH"`
+	Tolerance         time.Duration `env:"TOLERANCE"`
+	IDHeader          string        `env:"ID_HEADER"`
+	MaxBodyBytes      int64         `env:"MAX_BODY_BYTES"`
+	BackendURL        string        `env:"BACKEND_URL"`
+	ForwardPath       string        `env:"FORWARD_PATH"`
 	// Resign is nil when unset: then on exactly when the scheme can
 	// re-sign (providerConfig.resign holds the outcome).
 	Resign *bool `env:"RESIGN"`
@@ -169,8 +174,10 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	if !ok {
 		return warnings
 	}
+	backendSecret, backendVar, backendWarnings := p.backendSecret(ps)
+	warnings = append(warnings, backendWarnings...)
 	prov, err := verify.NewProvider(verify.ProviderConfig{
-		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
+		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets, BackendSecret: backendSecret,
 		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
 		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
 		HMAC: verify.HMACConfig{
@@ -184,7 +191,7 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	})
 	if err == nil {
 		p.provider = prov
-		p.resign = p.validateResign(ps)
+		p.resign = p.validateResign(ps, backendVar)
 		p.bodyGuard = !prov.IDSigned()
 		if p.env.BodyGuard != nil {
 			p.bodyGuard = *p.env.BodyGuard
@@ -202,6 +209,8 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 			ps.addf(p.prefix+"SECRET", "not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.env.Scheme)
 		case fe.Field == verify.FieldSecrets && fe.Index < len(from):
 			ps.addf(p.prefix+from[fe.Index], "%v", fe)
+		case fe.Field == verify.FieldBackendSecret:
+			ps.addf(p.prefix+backendVar, "%s", fe.Message(func(f string) string { return p.prefix + verifyVars[f] }))
 		default:
 			ps.addf(p.prefix+verifyVars[fe.Field], "%v", fe)
 		}
@@ -248,25 +257,6 @@ func (p *providerConfig) validateOrder(ps *problems) proxy.OrderKey {
 		ps.addf(p.prefix+"ORDER_ON_DEAD", "set without %sORDER_KEY: there is no key to hold", p.prefix)
 	}
 	return k
-}
-
-// validateResign returns whether the provider re-signs: RESIGN when set,
-// else whether its scheme can. Asking a scheme that cannot is an error.
-func (p *providerConfig) validateResign(ps *problems) bool {
-	can := p.provider.CanResign()
-	switch {
-	case p.env.Resign == nil:
-		return can
-	case !*p.env.Resign || can:
-		return *p.env.Resign
-	case p.env.Scheme == verify.SchemeHMAC:
-		ps.addf(p.prefix+"RESIGN", "scheme hmac re-signs only with a signed timestamp (%sTIMESTAMP_HEADER); without one its signatures never expire: leave it unset or set false", p.prefix)
-	case verify.ResignSupport(p.env.Scheme) == verify.ResignNotNeeded:
-		ps.addf(p.prefix+"RESIGN", "scheme %s signs no timestamp, so its signatures never expire and are forwarded as received: leave it unset or set false", p.env.Scheme)
-	default:
-		ps.addf(p.prefix+"RESIGN", "scheme %s cannot be re-signed: %s; leave it unset or set false", p.env.Scheme, verify.ResignSupport(p.env.Scheme))
-	}
-	return false
 }
 
 // secrets gathers the provider's secrets, current first: SECRET, then each

@@ -87,6 +87,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},
 		{"WHGUARD_X_SECRET_PREVIOUS", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard", "WHGUARD_X_SECRET=" + whsec}, "base64"},
 		{"WHGUARD_X_SECRET_FILE", "/nonexistent/secrets", nil, "one secret per line"},
+		{"WHGUARD_X_BACKEND_SECRET", "backend-secret", nil, "does not re-sign deliveries"},
+		{"WHGUARD_X_BACKEND_SECRET_FILE", "/nonexistent/secret", []string{"WHGUARD_X_SCHEME=slack"}, "cannot read the file"},
 		{"WHGUARD_X_PATH", "hooks", nil, "must start with /"},
 		{"WHGUARD_X_TOLERANCE", "-1s", nil, "positive duration"},
 		{"WHGUARD_X_ID_HEADER", "bad header", nil, "letters, digits"},
