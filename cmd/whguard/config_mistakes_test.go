@@ -156,6 +156,7 @@ func TestPlaceholderSecretsRefused(t *testing.T) {
 		{"catch-up token", "WHGUARD_X_CATCHUP_TOKEN", append([]string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1", "WHGUARD_X_CATCHUP_TOKEN=ghp_..."}, github...)},
 		{"catch-up token file", "WHGUARD_X_CATCHUP_TOKEN_FILE", append([]string{"WHGUARD_X_CATCHUP=on", "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1", "WHGUARD_X_CATCHUP_TOKEN_FILE=" + file("token", "ghp_…\n")}, github...)},
 		{"verify token", "WHGUARD_X_VERIFY_TOKEN", []string{"WHGUARD_X_SCHEME=meta", "WHGUARD_X_SECRET=s", "WHGUARD_X_VERIFY_TOKEN=..."}},
+		{"backend secret", "WHGUARD_X_BACKEND_SECRET", []string{"WHGUARD_X_SCHEME=slack", "WHGUARD_X_SECRET=s", "WHGUARD_X_BACKEND_SECRET=backend-secret..."}},
 		{"basic auth", "WHGUARD_X_BASIC_AUTH", []string{"WHGUARD_X_SCHEME=postmark", "WHGUARD_X_BASIC_AUTH=user:..."}},
 	}
 	for _, tc := range cases {

@@ -53,6 +53,10 @@ func (p *providerConfig) backendSecret(ps *problems) (secret, from string, warni
 			ps.addf(p.prefix+"BACKEND_SECRET", "holds only whitespace; expected the secret the backend verifies deliveries with")
 			return "", "", nil
 		}
+		if isPlaceholder(secret) {
+			ps.addf(p.prefix+"BACKEND_SECRET", "%s", placeholderProblem)
+			return "", "", nil
+		}
 		if secret != p.env.BackendSecret {
 			warnings = append(warnings, fmt.Sprintf("%sBACKEND_SECRET: whitespace around the secret removed (a trailing newline from a file or a copy-paste?)", p.prefix))
 		}
@@ -66,6 +70,10 @@ func (p *providerConfig) backendSecret(ps *problems) (secret, from string, warni
 		sc := bufio.NewScanner(bytes.NewReader(b))
 		for sc.Scan() {
 			if secret = strings.TrimSpace(sc.Text()); secret != "" {
+				if isPlaceholder(secret) {
+					ps.addf(p.prefix+"BACKEND_SECRET_FILE", "%s", placeholderProblem)
+					return "", "", nil
+				}
 				return secret, "BACKEND_SECRET_FILE", nil
 			}
 		}
