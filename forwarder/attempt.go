@@ -167,6 +167,7 @@ func (f *Forwarder) deliver(j job) {
 	if dec.Outcome == OutcomeDead && f.cfg.Alerts != nil {
 		f.cfg.Alerts.Dead(d.Provider, f.origins[d.Provider], d.EventID)
 	}
+	f.noteRefusal(log, d.Provider, res.status)
 	f.toRecord()
 	defer f.recorded()
 	// After the slot is handed over: the next delivery starts while the

@@ -7,9 +7,39 @@ import (
 	"slices"
 	"sort"
 
+	"go.uber.org/zap"
+
 	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
+
+// noteRefusal follows whether provider's backend refuses whguard (a 401
+// or 403: RefusesWhguard): at each refusal the alerts hear of it, and the
+// first one after the backend last accepted is logged as a warning; the
+// first 2xx after a refusal tells the alerts it accepts again. Other
+// answers say nothing either way. An atomic flag per backend keeps a
+// delivery that succeeds from taking any lock.
+func (f *Forwarder) noteRefusal(log *zap.Logger, provider string, status int) {
+	origin := f.origins[provider]
+	flag := f.refusing[origin]
+	if flag == nil {
+		return
+	}
+	switch {
+	case RefusesWhguard(status):
+		if !flag.Swap(true) {
+			log.Warn(RefusalHint+"; its events are retried, not sent dead", zap.Int("status", status))
+		}
+		if f.cfg.Alerts != nil {
+			f.cfg.Alerts.Refuses(origin, provider, status, true)
+		}
+	case status >= 200 && status < 300 && flag.Load() && flag.CompareAndSwap(true, false):
+		log.Info("backend accepts whguard's requests again", zap.Int("status", status))
+		if f.cfg.Alerts != nil {
+			f.cfg.Alerts.Refuses(origin, provider, status, false)
+		}
+	}
+}
 
 // The backends as GET /api/backends shows them (and the alerts watch
 // them): each backend's limits, breaker, pause, requests in flight and

@@ -9,9 +9,14 @@ import (
 )
 
 // Alerts hears of events that went dead (internal/alert groups them into
-// a few messages). It must not block.
+// a few messages) and of backends refusing whguard. It must not block.
 type Alerts interface {
 	Dead(provider, backend, eventID string)
+	// Refuses says that backend refuses whguard's requests (refuses: it
+	// answered status, 401 or 403, to a delivery of provider), told at
+	// each such answer, or that it accepts them again (the first 2xx
+	// after a refusal).
+	Refuses(backend, provider string, status int, refuses bool)
 }
 
 // figureKey names one minute of one provider.

@@ -25,6 +25,8 @@ func (a *deadAlerts) Dead(provider, backend, eventID string) {
 	a.dead = append(a.dead, provider+" "+eventID)
 }
 
+func (a *deadAlerts) Refuses(string, string, int, bool) {}
+
 // TestFiguresAndDeadAlerts: deliveries, failed attempts and dead events
 // reach the journal's minute figures, and each dead event is told to the
 // alerts.

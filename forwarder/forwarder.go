@@ -118,6 +118,9 @@ type Forwarder struct {
 	origins map[string]string
 	// sending counts this process's requests in flight per origin.
 	sending map[string]*atomic.Int32
+	// refusing marks each origin whose last answer that said anything
+	// about whguard was a 401 or 403 (noteRefusal).
+	refusing map[string]*atomic.Bool
 	// pauses is the pauses in force as last read (pause.go).
 	pauses atomic.Pointer[pauseSet]
 	// figures are this replica's per-minute delivery figures (figures.go).
@@ -204,12 +207,12 @@ func New(cfg Config) (*Forwarder, error) {
 	f.limit = newInFlightLimit(limitCeiling(cfg), cfg.Now())
 	f.adm = newAdmission(cfg.Concurrency, f.limit.current())
 	f.replies, _ = cfg.Store.(ReplyStore)
-	f.sending = map[string]*atomic.Int32{}
+	f.sending, f.refusing = map[string]*atomic.Int32{}, map[string]*atomic.Bool{}
 	for name, t := range cfg.Targets {
 		o := Origin(t.BackendURL)
 		f.origins[name] = o
 		if f.sending[o] == nil {
-			f.sending[o] = new(atomic.Int32)
+			f.sending[o], f.refusing[o] = new(atomic.Int32), new(atomic.Bool)
 		}
 	}
 	f.recovery = newRecoveries(f.origins)

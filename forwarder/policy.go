@@ -43,10 +43,11 @@ type Decision struct {
 	Reason string
 }
 
-// Decide applies the retry policy (docs/delivery.md, "Retry policy"): 2xx done; connection errors, timeouts, 408, 425,
-// 429 and 5xx retry after a full-jitter exponential backoff, or later when
-// the backend's Retry-After asks for longer (capped at an hour); any other
-// status is permanent (dead at once); a spent budget is dead.
+// Decide applies the retry policy (docs/delivery.md, "Retry policy"): 2xx
+// done; connection errors, timeouts, 401, 403, 408, 425, 429 and 5xx retry
+// after a full-jitter exponential backoff, or later when the backend's
+// Retry-After asks for longer (capped at an hour); any other status is
+// permanent (dead at once); a spent budget is dead.
 //
 // status is 0 when the attempt got no response (err names why).
 // budgetAttempt is 1-based. rnd returns a float in [0, 1).
@@ -60,6 +61,9 @@ func (p Policy) Decide(budgetAttempt, status int, retryAfter string, now time.Ti
 	reason := "no response"
 	if status != 0 {
 		reason = "backend answered " + strconv.Itoa(status)
+	}
+	if RefusesWhguard(status) {
+		reason += " (" + RefusalHint + ")"
 	}
 	if budgetAttempt >= p.MaxAttempts {
 		return Decision{Outcome: OutcomeDead, Reason: "attempts exhausted: " + reason}
@@ -86,16 +90,33 @@ func (p Policy) Backoff(budgetAttempt int, rnd func() float64) time.Duration {
 	return time.Duration(rnd() * float64(ceiling))
 }
 
+// RefusalHint is what a 401 or 403 from a backend means (RefusesWhguard),
+// in an event's last error and in the alert.
+const RefusalHint = "backend refuses whguard's requests: check its webhook secret"
+
+// RefusesWhguard reports whether a backend's answer refuses whguard
+// rather than the event: 401 Unauthorized or 403 Forbidden. Every event
+// whguard delivers is verified and signed for the backend, so such an
+// answer almost always means the backend's webhook secret is not the one
+// whguard signs with (a rotation done on one side only) or that an auth
+// layer in front of it turns whguard away. Fixing that makes the same
+// event succeed: it is transient, never the event's fault.
+func RefusesWhguard(status int) bool {
+	return status == http.StatusUnauthorized || status == http.StatusForbidden
+}
+
 // retryable is the one classification of a backend's answer that is not
 // 2xx: true means transient (retry after a backoff), false permanent (dead
-// at once). Transient: 408 Request Timeout, 425 Too Early, 429 Too Many
-// Requests and the 5xx server errors, except 501 Not Implemented and 505
-// HTTP Version Not Supported, which say the backend cannot handle this
-// request at all. Everything else (3xx, since redirects are not followed,
-// and the other 4xx) is permanent.
+// at once). Transient: 401 Unauthorized and 403 Forbidden (the backend
+// refuses whguard, not the event: RefusesWhguard), 408 Request Timeout,
+// 425 Too Early, 429 Too Many Requests and the 5xx server errors, except
+// 501 Not Implemented and 505 HTTP Version Not Supported, which say the
+// backend cannot handle this request at all. Everything else (3xx, since
+// redirects are not followed, and the other 4xx) is permanent.
 func retryable(status int) bool {
 	switch status {
-	case http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
+	case http.StatusUnauthorized, http.StatusForbidden,
+		http.StatusRequestTimeout, http.StatusTooEarly, http.StatusTooManyRequests:
 		return true
 	case http.StatusNotImplemented, http.StatusHTTPVersionNotSupported:
 		return false

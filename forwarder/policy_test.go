@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -36,7 +37,10 @@ func TestDecideTable(t *testing.T) {
 		{"Retry-After capped at one hour", 1, 503, "86400", OutcomeRetry, time.Hour},
 		{"Retry-After garbage ignored", 1, 503, "soon", OutcomeRetry, 500 * time.Millisecond},
 		{"400 dead", 1, 400, "", OutcomeDead, 0},
-		{"401 dead", 1, 401, "", OutcomeDead, 0},
+		{"401 retries: the backend refuses whguard, not the event", 1, 401, "", OutcomeRetry, 500 * time.Millisecond},
+		{"403 retries", 2, 403, "", OutcomeRetry, time.Second},
+		{"401 Retry-After honoured", 1, 401, "30", OutcomeRetry, 30 * time.Second},
+		{"401 budget spent: dead", 5, 401, "", OutcomeDead, 0},
 		{"404 dead", 1, 404, "", OutcomeDead, 0},
 		{"422 dead at once", 1, 422, "", OutcomeDead, 0},
 		{"301 dead (redirects are not followed)", 1, 301, "", OutcomeDead, 0},
@@ -116,7 +120,9 @@ func TestStatusClasses(t *testing.T) {
 		200: OutcomeDone, 201: OutcomeDone, 202: OutcomeDone, 204: OutcomeDone, 299: OutcomeDone,
 		// Redirects are not followed: the target is misconfigured.
 		301: OutcomeDead, 302: OutcomeDead, 307: OutcomeDead, 308: OutcomeDead,
-		400: OutcomeDead, 401: OutcomeDead, 403: OutcomeDead, 404: OutcomeDead,
+		400: OutcomeDead, 404: OutcomeDead,
+		// The backend refuses whguard (its secret), not the event.
+		401: OutcomeRetry, 403: OutcomeRetry,
 		405: OutcomeDead, 409: OutcomeDead, 410: OutcomeDead, 413: OutcomeDead,
 		415: OutcomeDead, 422: OutcomeDead,
 		408: OutcomeRetry, 425: OutcomeRetry, 429: OutcomeRetry,
@@ -126,8 +132,12 @@ func TestStatusClasses(t *testing.T) {
 		501: OutcomeDead, 505: OutcomeDead,
 		0: OutcomeRetry, // no answer: connection error or timeout
 	} {
-		if got := p.Decide(1, code, "", time.Now(), func() float64 { return 0.5 }).Outcome; got != want {
-			t.Errorf("status %d: %s, want %s", code, got, want)
+		d := p.Decide(1, code, "", time.Now(), func() float64 { return 0.5 })
+		if d.Outcome != want {
+			t.Errorf("status %d: %s, want %s", code, d.Outcome, want)
+		}
+		if hinted := strings.Contains(d.Reason, RefusalHint); hinted != RefusesWhguard(code) || hinted != (code == 401 || code == 403) {
+			t.Errorf("status %d: reason %q (hint %v, RefusesWhguard %v)", code, d.Reason, hinted, RefusesWhguard(code))
 		}
 	}
 }

@@ -26,8 +26,9 @@ import (
 // (another replica's) finds little or nothing to do.
 
 const (
-	// recoveryRun is how many transient failures in a row (no answer,
-	// 408, 429, 502, 503, 504) make the next 2xx a recovery.
+	// recoveryRun is how many transient failures in a row (what
+	// governor.OutcomeOf calls transient: no answer, 401, 403, 408, 429,
+	// 502, 503, 504) make the next 2xx a recovery.
 	recoveryRun = 3
 	// recoveryGap is the least time between two recoveries of a backend
 	// told by its answers on one replica: a backend that flaps brings its

@@ -14,6 +14,7 @@ func TestAfterAnswer(t *testing.T) {
 		{0, 503, 1, false},
 		{0, 0, 1, false}, // no answer: a connection error, a timeout
 		{2, 429, 3, false},
+		{1, 401, 2, false},               // the backend refuses whguard (a secret being rotated)
 		{recoveryRun - 1, 200, 0, false}, // too short a run
 		{recoveryRun, 200, 0, true},
 		{recoveryRun + 5, 204, 0, true},

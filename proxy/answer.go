@@ -33,8 +33,10 @@ func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start t
 	case errors.Is(err, verify.ErrUnavailable):
 		// The provider's key host is down: the sender retries later,
 		// never an unverified 2xx.
+		// The cause (the key host's network error) is logged, not shown.
 		w.Header().Set("Retry-After", "5")
-		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody(err.Error()), start, zap.String("reason", reason))
+		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("verification keys unavailable, retry later"), start,
+			zap.String("reason", reason), zap.Error(err))
 		return
 	}
 	in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))

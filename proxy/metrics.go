@@ -28,7 +28,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provider", "result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "whguard_ingress_refusals_total",
-			Help: "Webhook requests refused by verification (401, 400, 403 and 503), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable).",
+			Help: "Webhook requests refused by verification (401, 400, 403 and 503), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed).",
 		}, []string{"provider", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "whguard_ingress_duration_seconds",

@@ -94,7 +94,7 @@ func TestRefusalReasonsLoggedAndCounted(t *testing.T) {
 		}
 	}
 	err := testutil.GatherAndCompare(reg, bytes.NewBufferString(`
-# HELP whguard_ingress_refusals_total Webhook requests refused by verification (401 and 400), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event).
+# HELP whguard_ingress_refusals_total Webhook requests refused by verification (401, 400, 403 and 503), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed).
 # TYPE whguard_ingress_refusals_total counter
 whguard_ingress_refusals_total{provider="std",reason="malformed_header"} 1
 whguard_ingress_refusals_total{provider="std",reason="missing_header"} 1

@@ -88,7 +88,11 @@ func (in *Ingress) route(w http.ResponseWriter, r *http.Request, start time.Time
 		return route, false
 	}
 	if !route.Provider.Accepts(r.Method) {
-		w.Header().Set("Allow", http.MethodPost)
+		allow := http.MethodPost
+		if route.Provider.Accepts(http.MethodGet) {
+			allow = "GET, POST" // a GET handshake
+		}
+		w.Header().Set("Allow", allow)
 		in.reply(w, route.Provider.Name(), ResultMethodNotAllowed, http.StatusMethodNotAllowed, errorBody("method not allowed: use POST"), start)
 		return route, false
 	}

@@ -122,7 +122,7 @@ func (s *adyenScheme) Verify(in Input, _ time.Time) (Verified, error) {
 func (s *adyenScheme) verifyItem(item jsonValue, i int) error {
 	data, err := adyenSignedData(item)
 	if err != nil {
-		return refusef(ReasonMalformedBody, "%w: notification item %d: %v", ErrBadRequest, i+1, err)
+		return refusef(ReasonMalformedBody, "%w: notification item %d: %w", ErrBadRequest, i+1, err)
 	}
 	add, _ := item.field("additionalData")
 	sig, ok := add.stringField("hmacSignature")

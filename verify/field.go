@@ -28,6 +28,9 @@ const (
 	FieldKeyHosts          Field = "KeyHosts"
 	FieldCAFile            Field = "CAFile"
 	FieldAudience          Field = "Audience"
+	FieldTopicARNs         Field = "TopicARNs"
+	FieldServiceAccounts   Field = "ServiceAccounts"
+	FieldBackendSecret     Field = "BackendSecret"
 )
 
 // FieldError is an invalid ProviderConfig setting. NewProvider's errors

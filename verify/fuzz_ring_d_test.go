@@ -47,7 +47,7 @@ func checkKeyedError(t *testing.T, err error) {
 
 // snsFuzzScheme is an sns scheme on AWS's hosts whose cache holds the
 // fixtures' certificate and the test certificate (at snsFuzzTestCertURL).
-const snsFuzzTestCertURL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-test.pem"
+const snsFuzzTestCertURL = "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-0123456789abcdef0123456789abcdef.pem"
 
 func snsFuzzScheme(f *testing.F) *snsScheme {
 	p, err := NewProvider(ProviderConfig{Name: "fuzz", Scheme: SchemeSNS, Tolerance: 2 * time.Hour})

@@ -69,7 +69,10 @@ func parseKeyHosts(entries []string, pattern *regexp.Regexp) (keyHosts, error) {
 		case strings.HasPrefix(e, "*."):
 			suffix := e[1:]
 			if !strings.Contains(suffix[1:], ".") || !validHostPort(suffix[1:], false) {
-				return keyHosts{}, fieldErrorf(FieldKeyHosts, "key host %q: a wildcard is *. followed by a domain with at least two labels, such as *.amazonaws.com", e)
+				return keyHosts{}, fieldErrorf(FieldKeyHosts, "key host %q: a wildcard is *. followed by a domain with at least two labels, such as *.keys.example.internal", e)
+			}
+			if sharedSuffix(suffix) {
+				return keyHosts{}, fieldErrorf(FieldKeyHosts, "key host %q: hosts under %s serve anyone's content over valid TLS (S3, API Gateway, …); list the key hosts themselves", e, suffix[1:])
 			}
 			h.suffixes = append(h.suffixes, suffix)
 		case validHostPort(e, true):
@@ -82,6 +85,22 @@ func parseKeyHosts(entries []string, pattern *regexp.Regexp) (keyHosts, error) {
 		h.pattern = pattern
 	}
 	return h, nil
+}
+
+// sharedSuffixes are domains under which the cloud serves its customers'
+// content: a wildcard over them would trust a key anyone can publish.
+var sharedSuffixes = []string{".amazonaws.com", ".amazonaws.com.cn", ".googleapis.com", ".cloudfront.net", ".appspot.com",
+	".run.app", ".cloudfunctions.net", ".azurewebsites.net", ".blob.core.windows.net"}
+
+// sharedSuffix tells whether a wildcard's suffix (".domain", lower case)
+// is one of sharedSuffixes or a parent of one.
+func sharedSuffix(suffix string) bool {
+	for _, s := range sharedSuffixes {
+		if s == suffix || strings.HasSuffix(s, suffix) {
+			return true
+		}
+	}
+	return false
 }
 
 // validHostPort tells whether s is a lower-case host name or IP address
@@ -155,7 +174,7 @@ func newKeyClient(cfg ProviderConfig, pattern *regexp.Regexp) (*keyClient, error
 		roots = x509.NewCertPool()
 		switch {
 		case err != nil:
-			errs = append(errs, fieldErrorf(FieldCAFile, "CA file: %v", err))
+			errs = append(errs, fieldErrorf(FieldCAFile, "CA file: %w", err))
 		case !roots.AppendCertsFromPEM(pem):
 			errs = append(errs, fieldErrorf(FieldCAFile, "CA file %s holds no PEM certificate", cfg.CAFile))
 		}
@@ -240,5 +259,5 @@ func (c *keyClient) fetch(what string, u *url.URL) ([]byte, http.Header, error) 
 
 // unavailable is the 503 refusal of a fetch of what from u's host.
 func unavailable(what string, u *url.URL, cause error) error {
-	return refusef(ReasonKeyUnavailable, "%w: %s from %s: %v", ErrUnavailable, what, u.Host, cause)
+	return refusef(ReasonKeyUnavailable, "%w: %s from %s: %w", ErrUnavailable, what, u.Host, cause)
 }

@@ -73,6 +73,23 @@ type ProviderConfig struct {
 	// (WHGUARD_<NAME>_AUDIENCE): the push subscription's audience, by
 	// default its push endpoint URL.
 	Audience string
+	// TopicARNs, when set, are the only SNS topics accepted and confirmed
+	// (WHGUARD_<NAME>_TOPIC_ARNS): ARNs, * matching any run of characters.
+	// Unset, any AWS account's topic is (warned at start-up).
+	TopicARNs []string
+	// ServiceAccounts, when set, are the only service-account emails a
+	// pubsub token may carry, with email_verified
+	// (WHGUARD_<NAME>_SERVICE_ACCOUNTS). Unset, any Google account's
+	// token for the audience passes (warned at start-up).
+	ServiceAccounts []string
+	// BackendSecret, when set (WHGUARD_<NAME>_BACKEND_SECRET), is the only
+	// secret deliveries are re-signed with (Resign), in place of the
+	// sender's: the backend verifies with it, and a rotation of the
+	// sender's secrets never touches the backend. It is decoded as the
+	// scheme decodes its secrets (whsec_ for standard and svix), and only
+	// schemes that re-sign (ResignYes; hmac with a timestamp header) take
+	// it. A credential: never logged or shown.
+	BackendSecret string
 }
 
 // HMACConfig configures the generic "hmac" scheme for in-house senders
@@ -108,6 +125,12 @@ type Provider struct {
 	challenges  []challenge
 	verifyToken string
 	crcKey      []byte
+	// signer signs deliveries for the backend (Resign): the scheme itself
+	// (the sender's secrets), or with backendSigned a second instance of
+	// it holding the backend secret alone; nil when the scheme cannot
+	// re-sign.
+	signer        resigner
+	backendSigned bool
 }
 
 // NewProvider checks cfg and returns its Provider. The error names the
@@ -156,12 +179,18 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 			}
 		}
 	}
+	signer, _ := v.(resigner)
+	if cfg.BackendSecret != "" {
+		var err error
+		signer, err = backendSigner(spec, cfg, tolerance, v)
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v,
-		challenges: spec.challenges, verifyToken: cfg.VerifyToken}
-	if len(cfg.Secrets) > 0 {
+		challenges: spec.challenges, verifyToken: cfg.VerifyToken, signer: signer, backendSigned: cfg.BackendSecret != ""}
+	if len(cfg.Secrets) > 0 && slices.ContainsFunc(spec.challenges, func(c challenge) bool { return c.answer == answerCRC }) {
 		p.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
 	}
 	if d, ok := v.(volatileDeclarer); ok {

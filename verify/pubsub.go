@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -57,6 +58,10 @@ type pubsubScheme struct {
 	jwks     *keyCache[map[string]*rsa.PublicKey]
 	audience string
 	skew     time.Duration
+	// accounts are the accepted service-account emails; none means any
+	// Google account's token for the audience (anyone can create a push
+	// subscription to a public URL with any audience).
+	accounts []string
 }
 
 var _ Scheme = (*pubsubScheme)(nil)
@@ -78,9 +83,16 @@ func newPubSubScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error
 	default:
 		keys.hosts.exact = []string{pubsubKeyHost}
 	}
+	accounts := trimmedList(cfg.ServiceAccounts)
+	for _, a := range accounts {
+		if !strings.Contains(a, "@") || !printable(a, 320) {
+			return nil, fieldErrorf(FieldServiceAccounts, "service account %q is not an email address (NAME@PROJECT.iam.gserviceaccount.com)", a)
+		}
+	}
 	return &pubsubScheme{
 		keys: keys, jwksURL: &url.URL{Scheme: "https", Host: host, Path: pubsubKeyPath},
 		jwks: newKeyCache[map[string]*rsa.PublicKey](1), audience: strings.TrimSpace(cfg.Audience), skew: tolerance,
+		accounts: accounts,
 	}, nil
 }
 
@@ -102,6 +114,11 @@ func (s *pubsubScheme) Verify(in Input, now time.Time) (Verified, error) {
 	scheme, token, ok := strings.Cut(strings.TrimSpace(auth), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return Verified{}, refusef(ReasonMalformedHeader, "%w: Authorization header is not a Bearer token", ErrUnauthorized)
+	}
+	if in.precheck {
+		// Keys are fetched once the body is read, never twice: here only
+		// what the token says of itself (its times), unverified.
+		return Verified{}, s.checkTokenTimes(strings.TrimSpace(token), now)
 	}
 	if err := s.checkToken(strings.TrimSpace(token), now); err != nil {
 		return Verified{}, err
@@ -132,7 +149,11 @@ func (s *pubsubScheme) checkToken(token string, now time.Time) error {
 		return err
 	}
 	var c jwt.Claims
-	if err := tok.Claims(key, &c); err != nil {
+	var who struct {
+		Email         string `json:"email"`
+		EmailVerified bool   `json:"email_verified"`
+	}
+	if err := tok.Claims(key, &c, &who); err != nil {
 		if errors.Is(err, jose.ErrCryptoFailure) {
 			return refusef(ReasonSignatureMismatch, "%w: token signature does not verify", ErrUnauthorized)
 		}
@@ -147,6 +168,9 @@ func (s *pubsubScheme) checkToken(token string, now time.Time) error {
 	if life := c.Expiry.Time().Sub(c.IssuedAt.Time()); life < 0 || life > pubsubMaxTokenLife {
 		return refusef(ReasonTimestampOutsideTolerance, "%w: token lifetime is not within %v", ErrUnauthorized, pubsubMaxTokenLife)
 	}
+	if len(s.accounts) > 0 && (!who.EmailVerified || !slices.Contains(s.accounts, who.Email)) {
+		return refusef(ReasonNotAllowed, "%w: token's service account is not one of the configured ones", ErrUnauthorized)
+	}
 	err = c.ValidateWithLeeway(jwt.Expected{AnyAudience: jwt.Audience{s.audience}, Time: now}, s.skew)
 	switch {
 	case errors.Is(err, jwt.ErrInvalidAudience):
@@ -155,6 +179,24 @@ func (s *pubsubScheme) checkToken(token string, now time.Time) error {
 		return refusef(ReasonTimestampOutsideTolerance, "%w: token expired", ErrUnauthorized)
 	case err != nil:
 		return refusef(ReasonTimestampOutsideTolerance, "%w: token issued in the future", ErrUnauthorized)
+	}
+	return nil
+}
+
+// checkTokenTimes refuses, without its keys, a token that is not an RS256
+// JWT or whose exp has passed or iat is ahead (Precheck); Check verifies
+// the signature and every claim after.
+func (s *pubsubScheme) checkTokenTimes(token string, now time.Time) error {
+	tok, err := jwt.ParseSigned(token, []jose.SignatureAlgorithm{jose.RS256})
+	if err != nil {
+		return refusef(ReasonMalformedHeader, "%w: Authorization token is not an RS256 JWT with a key id", ErrUnauthorized)
+	}
+	var c jwt.Claims
+	if err := tok.UnsafeClaimsWithoutVerification(&c); err != nil {
+		return refusef(ReasonMalformedHeader, "%w: token claims unreadable", ErrUnauthorized)
+	}
+	if err := c.ValidateWithLeeway(jwt.Expected{Time: now}, s.skew); errors.Is(err, jwt.ErrExpired) || errors.Is(err, jwt.ErrIssuedInTheFuture) {
+		return refusef(ReasonTimestampOutsideTolerance, "%w: token expired or issued in the future", ErrUnauthorized)
 	}
 	return nil
 }
@@ -242,4 +284,15 @@ func maxAge(cacheControl string) (time.Duration, bool) {
 		return time.Duration(min(n, int64(jwksMaxTTL/time.Second))) * time.Second, true
 	}
 	return 0, false
+}
+
+// trimmedList returns the non-blank entries of list, trimmed.
+func trimmedList(list []string) []string {
+	var out []string
+	for _, e := range list {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
 }

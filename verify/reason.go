@@ -44,6 +44,10 @@ const (
 	// key-host allow-list, or not shaped like the provider's; nothing was
 	// fetched. → 401
 	ReasonUntrustedKeyURL = "untrusted_key_url"
+	// ReasonNotAllowed: a verified sender that is not one of those
+	// configured (an SNS topic off WHGUARD_<NAME>_TOPIC_ARNS, a Pub/Sub
+	// service account off _SERVICE_ACCOUNTS). → 401
+	ReasonNotAllowed = "sender_not_allowed"
 	// ReasonOther: an error that carries no reason (not one of Check's).
 	ReasonOther = "other"
 )
@@ -91,12 +95,13 @@ func (p *Provider) Precheck(h http.Header, rawQuery, method string, now time.Tim
 		return nil // a handshake: Check answers it
 	}
 	if method != "" && method != http.MethodPost {
-		return nil // refused by Check, which has nothing to read
+		// Refused before a body is read.
+		return refusef(ReasonUnsupportedEvent, "%w: %s carries no handshake whguard knows; events come by POST", ErrBadRequest, method)
 	}
 	if p.idHeader != "" && h.Get(p.idHeader) == "" {
 		return missingHeader(p.idHeader)
 	}
-	_, err := p.verifier.Verify(Input{Header: h, RawQuery: rawQuery}, now)
+	_, err := p.verifier.Verify(Input{Header: h, RawQuery: rawQuery, precheck: true}, now)
 	switch Reason(err) {
 	case ReasonMissingHeader, ReasonMalformedHeader, ReasonTimestampOutsideTolerance:
 		return err

@@ -1,12 +1,14 @@
 package verify
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -30,11 +32,19 @@ const (
 	ResignBodyTimestamp = "cannot (timestamp in the body)"
 )
 
+// maxResignSecrets bounds how many secrets a multi-signature header
+// (stripe's v1 list, standard's and svix's space-separated list) is signed
+// with during a rotation: the current one and up to three previous ones.
+// Each costs an HMAC of the body per attempt.
+const maxResignSecrets = 4
+
 // resigner is implemented by schemes that can replace a request's
 // signature headers with a fresh signature of the same scheme.
 type resigner interface {
 	// resign rewrites the signature headers in h for body at time at,
-	// signed with the current (first) secret.
+	// signed with the current (first) secret, and, where the scheme's
+	// header carries several signatures, with each other accepted secret
+	// too (up to maxResignSecrets, current first).
 	resign(h http.Header, body []byte, at time.Time)
 	// unsign removes the signature headers resign writes.
 	unsign(h http.Header)
@@ -64,20 +74,58 @@ func ResignSupport(scheme string) string {
 // true for schemes that sign a timestamp with a secret whguard holds
 // (stripe, standard, svix, slack, paddle, zoom, twitch, calendly, zendesk,
 // workos, hubspot, and hmac with a timestamp header).
-func (p *Provider) CanResign() bool {
-	_, ok := p.verifier.(resigner)
-	return ok
+func (p *Provider) CanResign() bool { return p.signer != nil }
+
+// BackendSigned tells whether Resign signs with the backend secret
+// (ProviderConfig.BackendSecret) rather than the sender's secrets.
+func (p *Provider) BackendSigned() bool { return p.backendSigned }
+
+// Resign replaces the provider's signature headers in h with a valid
+// signature of body made at time at; the body and the other headers are
+// untouched. It signs with the backend secret when one is configured,
+// else with the current secret (the first configured) and, for schemes
+// whose header carries several signatures (stripe, standard, svix), with
+// each other accepted secret too, current first and at most
+// maxResignSecrets, so that during a rotation a backend holding either
+// secret verifies. h must hold a request Check accepted (the id a scheme
+// signs is read from it). It does nothing when CanResign is false.
+func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
+	if p.signer != nil {
+		p.signer.resign(h, body, at)
+	}
 }
 
-// Resign replaces the provider's signature headers in h with one valid
-// signature of body made with the current secret (the first configured)
-// at time at; the body and the other headers are untouched. h must hold a
-// request Check accepted (the id a scheme signs is read from it). It does
-// nothing when CanResign is false.
-func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
-	if r, ok := p.verifier.(resigner); ok {
-		r.resign(h, body, at)
+// backendSigner is the signer of a provider configured with a backend
+// secret: the scheme built a second time (cfg's other settings, the
+// backend secret as its only secret), so that the secret is decoded and
+// checked the way the scheme's own are. Its errors are FieldErrors about
+// FieldBackendSecret; v is the scheme built from cfg, nil if that failed.
+func backendSigner(spec *schemeSpec, cfg ProviderConfig, tolerance time.Duration, v Scheme) (resigner, error) {
+	if spec.resign != ResignYes {
+		return nil, fieldErrorf(FieldBackendSecret, "scheme %s does not re-sign deliveries (%s), so there is nothing to sign with a backend secret; leave it unset",
+			spec.name, spec.resign)
 	}
+	if _, ok := v.(resigner); v != nil && !ok { // hmac without a timestamp header
+		return nil, fieldErrorf(FieldBackendSecret, "scheme %s re-signs only with a signed timestamp ({HMAC.TimestampHeader}); without one there is nothing to sign with a backend secret", spec.name)
+	}
+	bcfg := cfg
+	bcfg.Secrets = []string{cfg.BackendSecret}
+	b, err := spec.build(bcfg, tolerance)
+	if err != nil {
+		var out []error
+		for _, fe := range FieldErrors(err) {
+			if fe.Field == FieldSecrets {
+				// The message says "secret 1 of 1"; the backend secret is one.
+				out = append(out, &FieldError{Field: FieldBackendSecret, Err: fe.Err})
+			}
+		}
+		if len(out) == 0 {
+			return nil, nil // another setting's problem, reported by the scheme's own build
+		}
+		return nil, out[0]
+	}
+	r, _ := b.(resigner)
+	return r, nil
 }
 
 // SignUnsigned signs h as Resign does when h carries no signature of the
@@ -86,8 +134,8 @@ func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
 // authenticity is the API call), so it is signed for the backend even
 // where received signatures are passed on as they came.
 func (p *Provider) SignUnsigned(h http.Header, body []byte, at time.Time) {
-	r, ok := p.verifier.(resigner)
-	if !ok {
+	r := p.signer
+	if r == nil {
 		return
 	}
 	probe := h.Clone()
@@ -103,8 +151,8 @@ func (p *Provider) SignUnsigned(h http.Header, body []byte, at time.Time) {
 // none). It does nothing when CanResign is false: such schemes' headers
 // are forwarded as received, and cannot verify without the sender's key.
 func (p *Provider) Unsign(h http.Header) {
-	if r, ok := p.verifier.(resigner); ok {
-		r.unsign(h)
+	if p.signer != nil {
+		p.signer.unsign(h)
 	}
 }
 
@@ -132,21 +180,54 @@ func macSHA256(key []byte, prefix string, body []byte) []byte {
 	return mac.Sum(nil)
 }
 
-// resign writes "t=<at>,v1=<hex>": one v1 of the current secret, as Stripe
-// sends outside a secret roll.
-func (s *stripeScheme) resign(h http.Header, body []byte, at time.Time) {
-	ts := unixText(at)
-	h.Set(stripeSignatureHeader, "t="+ts+",v1="+hex.EncodeToString(macSHA256(s.keys[0], ts+".", body)))
+// signingKeys are the keys a multi-signature header is signed with: keys
+// in order (current first), each once, at most maxResignSecrets.
+func signingKeys(keys [][]byte) [][]byte {
+	out := make([][]byte, 0, min(len(keys), maxResignSecrets))
+	for _, k := range keys {
+		if len(out) == maxResignSecrets {
+			break
+		}
+		dup := false
+		for _, o := range out {
+			dup = dup || bytes.Equal(o, k)
+		}
+		if !dup {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
-// resign writes the timestamp and signature under the header set the
+// resign writes "t=<at>,v1=<hex>[,v1=<hex>…]": one v1 per accepted
+// secret (signingKeys), as Stripe itself sends while a secret is rolled.
+func (s *stripeScheme) resign(h http.Header, body []byte, at time.Time) {
+	ts := unixText(at)
+	var b strings.Builder
+	b.WriteString("t=" + ts)
+	for _, key := range signingKeys(s.keys) {
+		b.WriteString(",v1=")
+		b.WriteString(hex.EncodeToString(macSHA256(key, ts+".", body)))
+	}
+	h.Set(stripeSignatureHeader, b.String())
+}
+
+// resign writes the timestamp and the signatures (a space-separated
+// "v1,<base64>" per accepted secret: signingKeys) under the header set the
 // request used (svix-* or webhook-*), keeping its id header, which is
 // signed too.
 func (s *standardScheme) resign(h http.Header, body []byte, at time.Time) {
 	names, id, _, _ := s.readHeaders(h)
 	ts := unixText(at)
+	var b strings.Builder
+	for i, key := range signingKeys(s.keys) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("v1," + base64.StdEncoding.EncodeToString(macSHA256(key, id+"."+ts+".", body)))
+	}
 	h.Set(names.timestamp, ts)
-	h.Set(names.signature, "v1,"+base64.StdEncoding.EncodeToString(macSHA256(s.keys[0], id+"."+ts+".", body)))
+	h.Set(names.signature, b.String())
 }
 
 // resign writes X-Slack-Request-Timestamp and X-Slack-Signature.

@@ -6,6 +6,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"net/url"
+	"path"
 	"regexp"
 	"strings"
 	"time"
@@ -66,16 +67,46 @@ type snsScheme struct {
 	keys      *keyClient
 	certs     *keyCache[*rsa.PublicKey]
 	tolerance time.Duration
+	// topics are the accepted TopicArn patterns (path.Match: * is any run
+	// of characters, ARNs having no "/"); none means every topic. AWS advises checking the topic:
+	// any AWS account can subscribe an endpoint to a topic of its own.
+	topics []string
 }
 
 var _ Scheme = (*snsScheme)(nil)
 
+// newSNSScheme builds the sns scheme: keys from AWS's SNS hosts (or
+// KeyHosts, trusted through CAFile), the accepted topics from TopicARNs.
 func newSNSScheme(cfg ProviderConfig, tolerance time.Duration) (Scheme, error) {
 	keys, err := newKeyClient(cfg, snsHostPattern)
 	if err != nil {
 		return nil, err
 	}
-	return &snsScheme{keys: keys, certs: newKeyCache[*rsa.PublicKey](snsMaxCerts), tolerance: tolerance}, nil
+	s := &snsScheme{keys: keys, certs: newKeyCache[*rsa.PublicKey](snsMaxCerts), tolerance: tolerance}
+	for _, t := range cfg.TopicARNs {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if _, err := path.Match(t, ""); err != nil || !strings.HasPrefix(t, "arn:") {
+			return nil, fieldErrorf(FieldTopicARNs, "topic %q is not an ARN pattern (arn:aws:sns:REGION:ACCOUNT:NAME, * for any run of characters)", t)
+		}
+		s.topics = append(s.topics, t)
+	}
+	return s, nil
+}
+
+// topicAllowed tells whether the topic matches one of s.topics (or none
+// are configured).
+func (s *snsScheme) topicAllowed(topic string) bool {
+	if len(s.topics) == 0 {
+		return true
+	}
+	for _, t := range s.topics {
+		if ok, _ := path.Match(t, topic); ok {
+			return true
+		}
+	}
+	return false
 }
 
 // Verify refuses a raw delivery, parses the envelope, checks the
@@ -96,9 +127,19 @@ func (s *snsScheme) Verify(in Input, now time.Time) (Verified, error) {
 	if err := checkTimestamp(m.ts.Unix(), now, s.tolerance); err != nil {
 		return Verified{}, err
 	}
+	if !s.topicAllowed(m.topic) {
+		// Refused before anything is fetched: a topic of someone else's
+		// is neither confirmed nor accepted.
+		return Verified{}, refusef(ReasonNotAllowed, "%w: TopicArn is not one of the configured topics", ErrUnauthorized)
+	}
 	certURL, err := s.keys.allowedURL("SigningCertURL", m.certURL, ".pem")
 	if err != nil {
 		return Verified{}, err
+	}
+	if certURL.RawQuery != "" || certURL.Fragment != "" || (s.keys.hosts.pattern != nil && !snsCertPathRE.MatchString(certURL.Path)) {
+		// AWS's certificates live at /SimpleNotificationService-<32 hex>.pem:
+		// another path or a query would only make whguard fetch again.
+		return Verified{}, refusef(ReasonUntrustedKeyURL, "%w: SigningCertURL is not shaped like an SNS certificate URL", ErrUnauthorized)
 	}
 	var subscribeURL *url.URL
 	if m.typ == snsSubscriptionConfirmation {
@@ -128,7 +169,7 @@ func (s *snsScheme) Verify(in Input, now time.Time) (Verified, error) {
 
 // cert returns the key of the certificate at u, from the cache or fetched.
 func (s *snsScheme) cert(u *url.URL, now time.Time) (*rsa.PublicKey, error) {
-	key := u.String()
+	key := "https://" + strings.ToLower(u.Host) + u.Path // one entry per certificate
 	if e, ok := s.certs.get(key, now); ok {
 		return e.val, nil
 	}
@@ -145,6 +186,10 @@ func (s *snsScheme) cert(u *url.URL, now time.Time) (*rsa.PublicKey, error) {
 	})
 	return e.val, err
 }
+
+// snsCertPathRE is the path of AWS's SNS signing certificates, checked
+// when the default hosts are in use.
+var snsCertPathRE = regexp.MustCompile(`^/SimpleNotificationService-[0-9a-f]{32}\.pem$`)
 
 // parseSNSCert reads the RSA key of the first PEM certificate in body. Its
 // chain and dates are not checked (see snsScheme).

@@ -45,6 +45,9 @@ type Input struct {
 	// Method is the request's method; "" means POST. Only a handshake the
 	// scheme declares (Provider.Accepts) comes with another.
 	Method string
+	// precheck marks Provider.Precheck's call (headers only, no body):
+	// a scheme that would fetch keys checks only the headers' shape.
+	precheck bool
 }
 
 // Event is what Check derives from a verified request.

@@ -73,7 +73,7 @@ func (h *harness) long(ctx context.Context) *Long {
 		progress("  %s", oneLine(m.Result))
 	}
 	if h.opts.retentionEvents > 0 {
-		l.Retention = h.retention(ctx, h.opts.retentionEvents)
+		l.Retention = h.retention(ctx, h.opts.retentionEvents, h.opts.retentionDays, h.opts.retentionBudget)
 	}
 	if h.opts.preloadRows <= 0 {
 		return l

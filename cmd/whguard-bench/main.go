@@ -43,6 +43,8 @@ type options struct {
 	only, fixed                                   []string
 	long                                          bool
 	longEvents, preloadRows, retentionEvents      int
+	retentionDays                                 int
+	retentionBudget                               time.Duration
 	// whguardBin, when set, is the whguard binary to run instead of one
 	// built from this checkout: the way to measure old code against new
 	// in interleaved pairs with one harness.
@@ -88,7 +90,9 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.long, "long", false, "also the long runs: -long-events through whguard-pg (bounded memory), and an empty vs -preload-rows journal comparison")
 	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run (0 skips it)")
 	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison (0 skips it)")
-	fs.IntVar(&o.retentionEvents, "retention-events", 5_000_000, "events of the day the -long retention figure expires by DELETE and by dropping partitions; a tenth a day over six simulated days (0 skips it)")
+	fs.IntVar(&o.retentionEvents, "retention-events", 5_000_000, "events of the day the -long retention figure expires by DELETE and by dropping partitions; a tenth a day over -retention-days simulated days (0 skips it)")
+	fs.IntVar(&o.retentionDays, "retention-days", 6, "simulated days of steady traffic after the one-day comparison, sizes measured after each (0 skips them)")
+	fs.DurationVar(&o.retentionBudget, "retention-budget", 30*time.Minute, "the longest each DELETE step may run; a step stopped by it reports the rows it deleted (the old DELETE slows as the table empties, far past linear)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -33,6 +33,9 @@ type Retention struct {
 	DayEvents int       `json:"day_events"`
 	Days      []DayRows `json:"days"`
 	Failed    string    `json:"failed,omitempty"`
+	// days and budget: -retention-days and -retention-budget.
+	days   int
+	budget time.Duration
 }
 
 // Expiry is one expiry step by DELETE and by dropping partitions.
@@ -41,10 +44,14 @@ type Expiry struct {
 	Drop   Cost `json:"drop"`
 }
 
-// Cost is the time and WAL of one step, vacuum included.
+// Cost is the time and WAL of one step, vacuum included. A DELETE step
+// stopped by the time budget says how many rows it deleted of how many.
 type Cost struct {
 	Seconds float64 `json:"seconds"`
 	WALMB   float64 `json:"wal_mb"`
+	Stopped bool    `json:"stopped,omitempty"`
+	Deleted int64   `json:"deleted,omitempty"`
+	Of      int64   `json:"of,omitempty"`
 }
 
 // DayRows is each journal's size after a simulated day and its cleanup.
@@ -110,8 +117,8 @@ SELECT id, 1, received_at, 5, 503%[2]s FROM e WHERE id %% 20 = 0`
 
 // retention runs the retention figure with events in the one-day
 // comparison and events/10 a day over six simulated days.
-func (h *harness) retention(ctx context.Context, events int) *Retention {
-	r := &Retention{Events: events, DayEvents: events / 10}
+func (h *harness) retention(ctx context.Context, events, days int, budget time.Duration) *Retention {
+	r := &Retention{Events: events, DayEvents: events / 10, days: days, budget: budget}
 	if err := r.run(ctx); err != nil {
 		r.Failed = err.Error()
 	}
@@ -143,27 +150,30 @@ func (r *Retention) run(ctx context.Context) error {
 	}
 	// The day is over: payloads expire, then keys.
 	part.now = start.AddDate(0, 0, 1).Add(time.Second)
-	if r.Payloads, err = expire(ctx, old, part, time.Time{}, part.now); err != nil {
+	if r.Payloads, err = expire(ctx, old, part, time.Time{}, part.now, r.budget); err != nil {
 		return err
 	}
-	progress("  payloads: DELETE %.1f s %.0f MB WAL, drop %.1f s %.0f MB WAL", r.Payloads.Delete.Seconds, r.Payloads.Delete.WALMB,
+	progress("  payloads: DELETE %.1f s%s %.0f MB WAL, drop %.1f s %.0f MB WAL", r.Payloads.Delete.Seconds, r.Payloads.Delete.stoppedText(), r.Payloads.Delete.WALMB,
 		r.Payloads.Drop.Seconds, r.Payloads.Drop.WALMB)
-	if r.Keys, err = expire(ctx, old, part, part.now, part.now); err != nil {
+	if r.Keys, err = expire(ctx, old, part, part.now, part.now, r.budget); err != nil {
 		return err
 	}
-	progress("  keys: DELETE %.1f s %.0f MB WAL, drop %.1f s %.0f MB WAL", r.Keys.Delete.Seconds, r.Keys.Delete.WALMB,
+	progress("  keys: DELETE %.1f s%s %.0f MB WAL, drop %.1f s %.0f MB WAL", r.Keys.Delete.Seconds, r.Keys.Delete.stoppedText(), r.Keys.Delete.WALMB,
 		r.Keys.Drop.Seconds, r.Keys.Drop.WALMB)
 	old.close()
 	part.close()
+	if r.days == 0 {
+		return nil
+	}
 
 	// Steady traffic: payloads kept 2 days, keys 3; sizes after each day.
-	progress("long: retention: %d events a day over 6 simulated days, both ways", r.DayEvents)
+	progress("long: retention: %d events a day over %d simulated days, both ways", r.DayEvents, r.days)
 	if old, part, err = retentionPair(ctx, start); err != nil {
 		return err
 	}
 	defer old.close()
 	defer part.close()
-	for day := 0; day < 6; day++ {
+	for day := 0; day < r.days; day++ {
 		d := start.AddDate(0, 0, day)
 		row := DayRows{Day: day + 1}
 		for _, j := range []*retentionJournal{old, part} {
@@ -172,7 +182,7 @@ func (r *Retention) run(ctx context.Context) error {
 			}
 		}
 		part.now = d.AddDate(0, 0, 1).Add(time.Second)
-		e, err := expire(ctx, old, part, part.now.AddDate(0, 0, -3), part.now.AddDate(0, 0, -2))
+		e, err := expire(ctx, old, part, part.now.AddDate(0, 0, -3), part.now.AddDate(0, 0, -2), r.budget)
 		if err != nil {
 			return err
 		}
@@ -281,29 +291,55 @@ func (j *retentionJournal) fill(ctx context.Context, day time.Time, n int) error
 }
 
 // expire runs one cleanup on both journals, keys before keysBefore (none
-// when zero) and payloads before payloadsBefore, and measures each.
-func expire(ctx context.Context, old, part *retentionJournal, keysBefore, payloadsBefore time.Time) (Expiry, error) {
+// when zero) and payloads before payloadsBefore, and measures each. The
+// DELETE way stops once budget is spent, saying how far it got.
+func expire(ctx context.Context, old, part *retentionJournal, keysBefore, payloadsBefore time.Time, budget time.Duration) (Expiry, error) {
 	var e Expiry
 	var err error
+	var deleted, of int64
+	table := "whguard_payloads"
+	if !keysBefore.IsZero() {
+		table = "whguard_events"
+	}
+	if err := old.conn.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&of); err != nil {
+		return e, err
+	}
+	stopped := false
 	e.Delete, err = measureCost(ctx, old.conn, func() error {
 		// As the journal before 0019 did: batches until a short one.
+		deadline := time.Now().Add(budget)
 		for n := 5000; n == 5000 && !keysBefore.IsZero(); {
+			if time.Now().After(deadline) {
+				stopped = true
+				break
+			}
 			if err := old.conn.QueryRow(ctx, oldCleanupEvents, keysBefore, 5000).Scan(&n); err != nil {
 				return err
 			}
+			deleted += int64(n)
 		}
-		for n := int64(5000); n == 5000; {
+		for n := int64(5000); n == 5000 && !stopped; {
+			if time.Now().After(deadline) {
+				stopped = true
+				break
+			}
 			tag, err := old.conn.Exec(ctx, oldCleanupPayloads, payloadsBefore, 5000)
 			if err != nil {
 				return err
 			}
 			n = tag.RowsAffected()
+			if keysBefore.IsZero() {
+				deleted += n
+			}
 		}
 		_, err := old.conn.Exec(ctx, oldVacuum)
 		return err
 	})
 	if err != nil {
 		return e, fmt.Errorf("expire by DELETE: %w", err)
+	}
+	if stopped {
+		e.Delete.Stopped, e.Delete.Deleted, e.Delete.Of = true, deleted, of
 	}
 	e.Drop, err = measureCost(ctx, part.conn, func() error {
 		_, err := part.pg.Cleanup(ctx, keysBefore, payloadsBefore)
@@ -313,6 +349,15 @@ func expire(ctx context.Context, old, part *retentionJournal, keysBefore, payloa
 		return e, fmt.Errorf("expire by dropping partitions: %w", err)
 	}
 	return e, nil
+}
+
+// stoppedText says how far a step stopped by the budget got ("" when it
+// finished).
+func (c Cost) stoppedText() string {
+	if !c.Stopped {
+		return ""
+	}
+	return fmt.Sprintf(" (stopped: %d of %d rows)", c.Deleted, c.Of)
 }
 
 // measureCost times fn and the WAL its server wrote meanwhile.
@@ -356,7 +401,8 @@ func (r *Retention) print(w io.Writer) {
 		name string
 		e    Expiry
 	}{{"payloads", r.Payloads}, {"keys and attempts", r.Keys}} {
-		fmt.Fprintf(tw, "  %s\t%.1f\t%.0f\t%.1f\t%.0f\t\n", s.name, s.e.Delete.Seconds, s.e.Delete.WALMB, s.e.Drop.Seconds, s.e.Drop.WALMB)
+		del := fmt.Sprintf("%.1f%s", s.e.Delete.Seconds, s.e.Delete.stoppedText())
+		fmt.Fprintf(tw, "  %s\t%s\t%.0f\t%.1f\t%.0f\t\n", s.name, del, s.e.Delete.WALMB, s.e.Drop.Seconds, s.e.Drop.WALMB)
 	}
 	tw.Flush()
 	if len(r.Days) > 0 {

@@ -19,7 +19,10 @@ const backendsUsage = `usage:
   whguard backends pause  (-backend ORIGIN | -provider P) -reason WHY [-force]
   whguard backends resume (-backend ORIGIN | -provider P) -reason WHY
 
-A backend is an origin, scheme://host:port, as "list" shows it. A pause
+A backend is an origin, scheme://host:port, as "list" shows it (host:port
+alone names the one configured origin with that host and port). One that
+matches no configured backend or provider is refused, naming those that
+are (exit 1), unless -force: a pause of a backend about to be added. A pause
 holds deliveries on every replica (none is lost or counted as an attempt)
 until resumed; it is stored in the journal and survives restarts.
 
@@ -112,18 +115,27 @@ func (c *apiClient) pauseOrResume(verb string, args []string, w io.Writer) error
 	if *force && verb == "pause" {
 		body["force"] = true
 	}
-	target := ""
-	if *backend != "" {
-		body["backend"], target = forwarder.Origin(*backend), "backend "+forwarder.Origin(*backend)
-	} else {
-		body["provider"], target = *provider, "provider "+*provider
+	kind, name := journal.PauseBackend, *backend
+	if *provider != "" {
+		kind, name = journal.PauseProvider, *provider
 	}
+	body[kind] = name
+	// The API resolves the name (127.0.0.1:3000 is the configured
+	// http://127.0.0.1:3000) and answers with the one it paused.
 	var resp struct {
-		Status string `json:"status"`
+		Status string        `json:"status"`
+		Name   string        `json:"name"`
+		Pause  journal.Pause `json:"pause"`
 	}
 	if err := c.call(http.MethodPost, "/api/backends/"+verb, body, &resp); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%s: %s\n", target, resp.Status)
+	for _, n := range []string{resp.Pause.Name, resp.Name} {
+		if n != "" {
+			name = n
+			break
+		}
+	}
+	_, err := fmt.Fprintf(w, "%s %s: %s\n", kind, name, resp.Status)
 	return err
 }

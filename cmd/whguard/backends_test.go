@@ -36,7 +36,8 @@ func TestBackendsCommand(t *testing.T) {
 		code, out, errOut := admin(append([]string{"backends"}, args...)...)
 		return code, out + errOut
 	}
-	if code, out := cli("pause", "-backend", "http://app:3000", "-reason", "deploy"); code != 0 || !strings.Contains(out, "backend http://app:3000: paused") {
+	// host:port alone names the configured origin that has them.
+	if code, out := cli("pause", "-backend", "app:3000", "-reason", "deploy"); code != 0 || !strings.Contains(out, "backend http://app:3000: paused") {
 		t.Fatalf("pause: %d %s", code, out)
 	}
 	if code, out := cli("pause", "-provider", "stripe", "-reason", "noisy"); code != 0 {
@@ -65,10 +66,16 @@ func TestBackendsCommand(t *testing.T) {
 		t.Fatalf("resume without a reason: %d %s", code, out)
 	}
 	// A pause that names nothing configured exits 1, saying what is.
-	for _, target := range [][]string{{"-backend", "app:3000"}, {"-backend", "http://app:3001"}, {"-provider", "shopify"}} {
-		code, out := cli(append(append([]string{"pause"}, target...), "-reason", "typo")...)
-		if code != 1 || !strings.Contains(out, "configured") {
-			t.Errorf("pause %v: %d %s; want exit 1 naming what is configured", target, code, out)
+	for _, tc := range []struct{ target, names []string }{
+		{[]string{"-backend", "app:3001"}, []string{"configured: http://app:3000"}},
+		{[]string{"-backend", "http://app:3001"}, []string{"configured: http://app:3000", "-force"}},
+		{[]string{"-provider", "shopify"}, []string{"configured: stripe, github"}},
+	} {
+		code, out := cli(append(append([]string{"pause"}, tc.target...), "-reason", "typo")...)
+		for _, want := range append(tc.names, "404") {
+			if code != 1 || !strings.Contains(out, want) {
+				t.Errorf("pause %v: %d %s; want exit 1 saying %q", tc.target, code, out, want)
+			}
 		}
 	}
 	if code, out := cli("pause", "-backend", "http://app:3001", "-reason", "coming", "-force"); code != 0 || !strings.Contains(out, "paused") {

@@ -225,11 +225,14 @@ var verifyVars = map[verify.Field]string{
 	verify.FieldSignaturePrefix:   "SIGNATURE_PREFIX",
 	verify.FieldTimestampHeader:   "TIMESTAMP_HEADER",
 	verify.FieldSignedContent:     "SIGNED_CONTENT",
+	verify.FieldBackendSecret:     "BACKEND_SECRET",
 	verify.FieldVerifyToken:       "VERIFY_TOKEN",
 	verify.FieldBasicAuth:         "BASIC_AUTH",
 	verify.FieldKeyHosts:          "KEY_HOSTS",
 	verify.FieldCAFile:            "CA_FILE",
 	verify.FieldAudience:          "AUDIENCE",
+	verify.FieldTopicARNs:         "TOPIC_ARNS",
+	verify.FieldServiceAccounts:   "SERVICE_ACCOUNTS",
 }
 
 // governorConfig is the limits as the governor takes them, with the

@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"reflect"
 	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -231,7 +230,9 @@ var providerNameRE = regexp.MustCompile(`^[a-z][a-z0-9_]*$`)
 // loadConfig parses the environment (as os.Environ gives it) and validates
 // it. The error joins one configError per bad variable. Warnings (unknown
 // variables, unsigned providers) are returned apart so the caller can log
-// them once a logger exists.
+// them once a logger exists; with an error, the warnings are the unknown
+// variables alone, to be printed beside the errors (a typo is often their
+// cause).
 func loadConfig(environ []string) (*config, []string, error) {
 	vars := env.ToMap(environ)
 	var ps problems
@@ -242,7 +243,6 @@ func loadConfig(environ []string) (*config, []string, error) {
 	for k := range known {
 		readBy[k] = "a global setting"
 	}
-	var warnings []string
 	seen := map[string]bool{}
 	for _, raw := range c.Providers {
 		name := strings.ToLower(strings.TrimSpace(raw))
@@ -280,17 +280,12 @@ func loadConfig(environ []string) (*config, []string, error) {
 		}
 		c.providers = append(c.providers, pc)
 	}
-	for k := range vars {
-		if strings.HasPrefix(k, envPrefix) && !known[k] && !ignoredKeys[k] {
-			warnings = append(warnings, fmt.Sprintf("unknown variable %s ignored (a typo, or a provider missing from WHGUARD_PROVIDERS?)", k))
-		}
-	}
-	sort.Strings(warnings)
+	unknown := unknownVariables(vars, known, c.providers)
 	w := c.validate(&ps)
 	if err := ps.err(); err != nil {
-		return nil, nil, err
+		return nil, unknown, err
 	}
-	return &c, append(warnings, w...), nil
+	return &c, append(unknown, w...), nil
 }
 
 // ignoredKeys are WHGUARD_ variables read by tooling, not by whguard.
@@ -330,6 +325,9 @@ func (c *config) validate(ps *problems) (warnings []string) {
 	if c.JournalReplication != "" && c.JournalReplication != journal.ReplicatedStorage {
 		ps.addf("WHGUARD_JOURNAL_REPLICATION", "%q is not %q (unset: PostgreSQL's own replication)", c.JournalReplication, journal.ReplicatedStorage)
 	}
+	if isPlaceholder(c.AdminToken) {
+		ps.addf("WHGUARD_ADMIN_TOKEN", "%s", placeholderProblem)
+	}
 	if c.PassThrough && c.BackendURL == "" && !ps.failed("WHGUARD_PASS_THROUGH") {
 		ps.addf("WHGUARD_PASS_THROUGH", "needs WHGUARD_BACKEND_URL, the app the other requests go to")
 	}
@@ -341,9 +339,15 @@ func (c *config) validate(ps *problems) (warnings []string) {
 		if p.provider == nil {
 			continue
 		}
-		switch support := verify.ResignSupport(p.env.Scheme); {
+		switch {
 		case p.env.Scheme == verify.SchemeNone:
 			warnings = append(warnings, fmt.Sprintf("provider %s uses scheme none: requests are NOT verified; only use it on a trusted network", p.name))
+		case p.env.Scheme == verify.SchemeSNS && len(p.env.TopicARNs) == 0:
+			warnings = append(warnings, fmt.Sprintf("provider %s: scheme sns without %sTOPIC_ARNS accepts, and confirms subscriptions of, any AWS account's topic: list your topics", p.name, p.prefix))
+		case p.env.Scheme == verify.SchemePubSub && len(p.env.ServiceAccounts) == 0:
+			warnings = append(warnings, fmt.Sprintf("provider %s: scheme pubsub without %sSERVICE_ACCOUNTS accepts a token of any Google account for the audience: list the push subscriptions' service accounts", p.name, p.prefix))
+		}
+		switch support := verify.ResignSupport(p.env.Scheme); {
 		case strings.HasPrefix(support, "cannot"):
 			// The signed timestamp ages while an event waits (a backlog, a
 			// backend outage) and whguard cannot sign it afresh.
@@ -360,6 +364,10 @@ func (c *config) validate(ps *problems) (warnings []string) {
 // validateAlerts builds the alerts' signer from WHGUARD_ALERT_SECRET.
 func (c *config) validateAlerts(ps *problems) {
 	if c.AlertSecret == "" {
+		return
+	}
+	if isPlaceholder(c.AlertSecret) {
+		ps.addf("WHGUARD_ALERT_SECRET", "%s", placeholderProblem)
 		return
 	}
 	p, err := verify.NewProvider(verify.ProviderConfig{Name: "alerts", Scheme: verify.SchemeStandard, Secrets: []string{c.AlertSecret}})

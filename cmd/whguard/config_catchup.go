@@ -91,6 +91,14 @@ func (p *providerConfig) catchupSettings(ps *problems) (warnings []string) {
 		ps.addf(key, "holds only whitespace; expected the API credential")
 		return warnings
 	}
+	if isPlaceholder(source) {
+		what := ""
+		if strings.HasSuffix(key, "_FILE") {
+			what = "the file "
+		}
+		ps.addf(key, "%s%s", what, placeholderProblem)
+		return warnings
+	}
 	if cfg.Kind == catchup.KindStripe {
 		warning, err := catchup.CheckStripeKey(source)
 		if err != nil {

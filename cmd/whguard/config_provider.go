@@ -17,16 +17,21 @@ import (
 
 // providerEnv is one provider's variables, WHGUARD_<NAME>_*.
 type providerEnv struct {
-	Scheme         string        `env:"SCHEME"`
-	Secret         string        `env:"SECRET"`
-	SecretPrevious string        `env:"SECRET_PREVIOUS"`
-	SecretFile     string        `env:"SECRET_FILE"`
-	Path           string        `env:"PATH"`
-	Tolerance      time.Duration `env:"TOLERANCE"`
-	IDHeader       string        `env:"ID_HEADER"`
-	MaxBodyBytes   int64         `env:"MAX_BODY_BYTES"`
-	BackendURL     string        `env:"BACKEND_URL"`
-	ForwardPath    string        `env:"FORWARD_PATH"`
+	Scheme         string `env:"SCHEME"`
+	Secret         string `env:"SECRET"`
+	SecretPrevious string `env:"SECRET_PREVIOUS"`
+	SecretFile     string `env:"SECRET_FILE"`
+	// BackendSecret, or the first non-blank line of BackendSecretFile, is
+	// the secret deliveries are re-signed with instead of the sender's
+	// (see backendSecret).
+	BackendSecret     string        `env:"BACKEND_SECRET"`
+	BackendSecretFile string        `env:"BACKEND_SECRET_FILE"`
+	Path              string        `env:"PATH"`
+	Tolerance         time.Duration `env:"TOLERANCE"`
+	IDHeader          string        `env:"ID_HEADER"`
+	MaxBodyBytes      int64         `env:"MAX_BODY_BYTES"`
+	BackendURL        string        `env:"BACKEND_URL"`
+	ForwardPath       string        `env:"FORWARD_PATH"`
 	// Resign is nil when unset: then on exactly when the scheme can
 	// re-sign (providerConfig.resign holds the outcome).
 	Resign *bool `env:"RESIGN"`
@@ -80,6 +85,10 @@ type providerEnv struct {
 	KeyHosts    []string `env:"KEY_HOSTS"`
 	CAFile      string   `env:"CA_FILE"`
 	Audience    string   `env:"AUDIENCE"`
+	// TopicARNs and ServiceAccounts name the only senders accepted by sns
+	// and pubsub (anyone can subscribe an endpoint otherwise).
+	TopicARNs       []string `env:"TOPIC_ARNS"`
+	ServiceAccounts []string `env:"SERVICE_ACCOUNTS"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -156,11 +165,19 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	warnings = append(warnings, p.catchupSettings(ps)...)
 	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
 	warnings = append(warnings, secretWarnings...)
+	for _, v := range []struct{ key, value string }{{"VERIFY_TOKEN", p.env.VerifyToken}, {"BASIC_AUTH", p.env.BasicAuth}} {
+		if isPlaceholder(v.value) {
+			ps.addf(p.prefix+v.key, "%s", placeholderProblem)
+			ok = false
+		}
+	}
 	if !ok {
 		return warnings
 	}
+	backendSecret, backendVar, backendWarnings := p.backendSecret(ps)
+	warnings = append(warnings, backendWarnings...)
 	prov, err := verify.NewProvider(verify.ProviderConfig{
-		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets,
+		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets, BackendSecret: backendSecret,
 		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
 		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
 		HMAC: verify.HMACConfig{
@@ -170,10 +187,11 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 		},
 		VerifyToken: p.env.VerifyToken, BasicAuth: p.env.BasicAuth,
 		KeyHosts: p.env.KeyHosts, CAFile: p.env.CAFile, Audience: p.env.Audience,
+		TopicARNs: p.env.TopicARNs, ServiceAccounts: p.env.ServiceAccounts,
 	})
 	if err == nil {
 		p.provider = prov
-		p.resign = p.validateResign(ps)
+		p.resign = p.validateResign(ps, backendVar)
 		p.bodyGuard = !prov.IDSigned()
 		if p.env.BodyGuard != nil {
 			p.bodyGuard = *p.env.BodyGuard
@@ -191,6 +209,8 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 			ps.addf(p.prefix+"SECRET", "not set (nor %sSECRET_FILE); scheme %s needs a secret", p.prefix, p.env.Scheme)
 		case fe.Field == verify.FieldSecrets && fe.Index < len(from):
 			ps.addf(p.prefix+from[fe.Index], "%v", fe)
+		case fe.Field == verify.FieldBackendSecret:
+			ps.addf(p.prefix+backendVar, "%s", fe.Message(func(f string) string { return p.prefix + verifyVars[f] }))
 		default:
 			ps.addf(p.prefix+verifyVars[fe.Field], "%v", fe)
 		}
@@ -239,25 +259,6 @@ func (p *providerConfig) validateOrder(ps *problems) proxy.OrderKey {
 	return k
 }
 
-// validateResign returns whether the provider re-signs: RESIGN when set,
-// else whether its scheme can. Asking a scheme that cannot is an error.
-func (p *providerConfig) validateResign(ps *problems) bool {
-	can := p.provider.CanResign()
-	switch {
-	case p.env.Resign == nil:
-		return can
-	case !*p.env.Resign || can:
-		return *p.env.Resign
-	case p.env.Scheme == verify.SchemeHMAC:
-		ps.addf(p.prefix+"RESIGN", "scheme hmac re-signs only with a signed timestamp (%sTIMESTAMP_HEADER); without one its signatures never expire: leave it unset or set false", p.prefix)
-	case verify.ResignSupport(p.env.Scheme) == verify.ResignNotNeeded:
-		ps.addf(p.prefix+"RESIGN", "scheme %s signs no timestamp, so its signatures never expire and are forwarded as received: leave it unset or set false", p.env.Scheme)
-	default:
-		ps.addf(p.prefix+"RESIGN", "scheme %s cannot be re-signed: %s; leave it unset or set false", p.env.Scheme, verify.ResignSupport(p.env.Scheme))
-	}
-	return false
-}
-
 // secrets gathers the provider's secrets, current first: SECRET, then each
 // non-blank line of SECRET_FILE, then SECRET_PREVIOUS, each without
 // surrounding whitespace (see loadSecrets).
@@ -291,6 +292,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 			ps.addf(p.prefix+"SECRET", "holds only whitespace; expected the signing secret")
 			return nil, nil, warnings, false
 		}
+		if isPlaceholder(secret) {
+			ps.addf(p.prefix+"SECRET", "%s", placeholderProblem)
+			return nil, nil, warnings, false
+		}
 		out, from = append(out, secret), append(from, "SECRET")
 	}
 	if p.env.SecretFile != "" {
@@ -310,6 +315,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 			if secret == "" {
 				continue
 			}
+			if isPlaceholder(secret) {
+				ps.addf(p.prefix+"SECRET_FILE", "the file %s", placeholderProblem)
+				return nil, nil, warnings, false
+			}
 			spaced = spaced || secret != line
 			out, from = append(out, secret), append(from, "SECRET_FILE")
 		}
@@ -325,6 +334,10 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 		secret := trimmed("SECRET_PREVIOUS", p.env.SecretPrevious)
 		if secret == "" {
 			ps.addf(p.prefix+"SECRET_PREVIOUS", "holds only whitespace; expected the previous signing secret")
+			return nil, nil, warnings, false
+		}
+		if isPlaceholder(secret) {
+			ps.addf(p.prefix+"SECRET_PREVIOUS", "%s", placeholderProblem)
 			return nil, nil, warnings, false
 		}
 		out, from = append(out, secret), append(from, "SECRET_PREVIOUS")

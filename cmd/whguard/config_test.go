@@ -80,12 +80,15 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_ALERT_FORMAT", "teams", nil, "slack or json"},
 		{"WHGUARD_ALERT_SECRET", "whsec_!!!", []string{"WHGUARD_ALERT_FORMAT=json"}, "Standard Webhooks secret"},
 		{"WHGUARD_ALERT_REPEAT", "0s", nil, "positive"},
+		{"WHGUARD_ADMIN_TOKEN", "...", nil, "placeholder from the docs"},
 		{"WHGUARD_ALERT_BACKLOG_AGE", "-1m", nil, "positive"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},
 		{"WHGUARD_X_SECRET_PREVIOUS", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard", "WHGUARD_X_SECRET=" + whsec}, "base64"},
 		{"WHGUARD_X_SECRET_FILE", "/nonexistent/secrets", nil, "one secret per line"},
+		{"WHGUARD_X_BACKEND_SECRET", "backend-secret", nil, "does not re-sign deliveries"},
+		{"WHGUARD_X_BACKEND_SECRET_FILE", "/nonexistent/secret", []string{"WHGUARD_X_SCHEME=slack"}, "cannot read the file"},
 		{"WHGUARD_X_PATH", "hooks", nil, "must start with /"},
 		{"WHGUARD_X_TOLERANCE", "-1s", nil, "positive duration"},
 		{"WHGUARD_X_ID_HEADER", "bad header", nil, "letters, digits"},
@@ -117,12 +120,18 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_CATCHUP_ENDPOINT", "we_1", catchupOn, "stripe only"},
 		{"WHGUARD_X_CATCHUP_INTERVAL", "0s", catchupOn, "positive"},
 		{"WHGUARD_X_CATCHUP_WINDOW", "100h", catchupOn, "at most 72h"},
+		{"WHGUARD_X_VERIFY_TOKEN", "…", []string{"WHGUARD_X_SCHEME=meta"}, "placeholder from the docs"},
+		{"WHGUARD_X_BASIC_AUTH", "user:...", []string{"WHGUARD_X_SCHEME=postmark"}, "placeholder from the docs"},
+		{"WHGUARD_X_KEY_HOSTS", "*.amazonaws.com", []string{"WHGUARD_X_SCHEME=sns"}, "anyone's content"},
+		{"WHGUARD_X_CA_FILE", "/nonexistent/ca.pem", []string{"WHGUARD_X_SCHEME=sns"}, "CA file"},
+		{"WHGUARD_X_TOPIC_ARNS", "orders", []string{"WHGUARD_X_SCHEME=sns"}, "ARN pattern"},
+		{"WHGUARD_X_AUDIENCE", "  ", []string{"WHGUARD_X_SCHEME=pubsub"}, "required"},
+		{"WHGUARD_X_SERVICE_ACCOUNTS", "push-account", []string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x"}, "email"},
 	}
 	// Variables no value of which is refused at start-up.
 	anyValue := map[string]string{
 		"WHGUARD_LISTEN":             "checked when listening",
 		"WHGUARD_ADMIN_LISTEN":       "checked when listening",
-		"WHGUARD_ADMIN_TOKEN":        "any token",
 		"WHGUARD_ADMIN_URL":          "read by whguard events only",
 		"WHGUARD_X_SIGNATURE_PREFIX": "any text",
 		"WHGUARD_METRICS_LISTEN":     "checked when listening",
@@ -382,6 +391,10 @@ func TestWarnsWhenTimestampCannotBeRenewed(t *testing.T) {
 		"linear":   {"WHGUARD_X_SECRET=s"},
 		"stripe":   {"WHGUARD_X_SECRET=whsec_x"},
 		"github":   {"WHGUARD_X_SECRET=s"},
+		"mailgun":  {"WHGUARD_X_SECRET=s"},
+		"sns":      nil,
+		"pubsub":   {"WHGUARD_X_AUDIENCE=https://hooks.example.com/x"},
+		"twitch":   {"WHGUARD_X_SECRET=0123456789"},
 	} {
 		_, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x", "WHGUARD_X_SCHEME=" + scheme}, env...))
 		if err != nil {
@@ -392,6 +405,31 @@ func TestWarnsWhenTimestampCannotBeRenewed(t *testing.T) {
 		})
 		if want := strings.HasPrefix(verify.ResignSupport(scheme), "cannot"); warned != want {
 			t.Errorf("%s: warned %v, want %v; warnings: %q", scheme, warned, want, warnings)
+		}
+	}
+}
+
+// sns and pubsub without the list of their senders are warned about: any
+// AWS or Google account can subscribe the endpoint otherwise.
+func TestWarnsWhenAnySenderIsAccepted(t *testing.T) {
+	for _, tc := range []struct {
+		env  []string
+		want string
+	}{
+		{[]string{"WHGUARD_X_SCHEME=sns"}, "WHGUARD_X_TOPIC_ARNS"},
+		{[]string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x"}, "WHGUARD_X_SERVICE_ACCOUNTS"},
+		{[]string{"WHGUARD_X_SCHEME=sns", "WHGUARD_X_TOPIC_ARNS=arn:aws:sns:*:1:orders"}, ""},
+		{[]string{"WHGUARD_X_SCHEME=pubsub", "WHGUARD_X_AUDIENCE=https://h/x", "WHGUARD_X_SERVICE_ACCOUNTS=a@p.iam.gserviceaccount.com"}, ""},
+	} {
+		_, warnings, err := loadConfig(append([]string{"WHGUARD_BACKEND_URL=http://b", "WHGUARD_PROVIDERS=x"}, tc.env...))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		warned := slices.ContainsFunc(warnings, func(w string) bool {
+			return strings.Contains(w, "any") && strings.Contains(w, "TOPIC_ARNS") || strings.Contains(w, "SERVICE_ACCOUNTS")
+		})
+		if warned != (tc.want != "") || (tc.want != "" && !slices.ContainsFunc(warnings, func(w string) bool { return strings.Contains(w, tc.want) })) {
+			t.Errorf("%v: warnings %q, want one naming %q", tc.env, warnings, tc.want)
 		}
 	}
 }

@@ -72,47 +72,51 @@ var globalDocs = map[string]varDoc{
 
 // providerDocs documents every field of providerEnv, by its env tag.
 var providerDocs = map[string]varDoc{
-	"SCHEME":             {"(required)", "one of the schemes of [providers.md](providers.md)"},
-	"SECRET":             {"", "the signing secret; whitespace around it is removed, with a warning"},
-	"SECRET_PREVIOUS":    {"", "an older secret still accepted during a rotation"},
-	"SECRET_FILE":        {"", "a file with one secret per line, current first (mounted secrets)"},
-	"PUBLIC_KEY":         {"", "`sendgrid`, `discord`"},
-	"PUBLIC_URL":         {"", "`twilio`, `square`: the URL the sender posts to, without query"},
-	"VERIFY_TOKEN":       {"", "`meta` (required): the Verify Token you chose for the subscription's GET handshake; never logged or shown"},
-	"BASIC_AUTH":         {"", "`postmark` (required): the `user:password` written into the webhook URL; never logged or shown"},
-	"KEY_HOSTS":          {"the scheme's own hosts", "`sns`, `pubsub`: comma list of the hosts keys may be fetched from, over HTTPS (`host`, or `*.suffix`): AWS China or GovCloud, a test key server"},
-	"CA_FILE":            {"(the system's)", "`sns`, `pubsub`: a PEM file of the CAs trusted for the key hosts"},
-	"AUDIENCE":           {"", "`pubsub` (required): the audience the push subscription's tokens carry (Google's default: the push endpoint URL)"},
-	"HMAC_ALGORITHM":     {"`sha256`", "`hmac`: `sha256`, `sha512` or `sha1`"},
-	"SIGNATURE_HEADER":   {"", "`hmac`: the header holding the signature (required)"},
-	"SIGNATURE_ENCODING": {"`hex`", "`hmac`: `hex` or `base64`"},
-	"SIGNATURE_PREFIX":   {"", "`hmac`: what precedes the encoded signature, e.g. `sha256=`"},
-	"TIMESTAMP_HEADER":   {"", "`hmac`: the header holding the signed unix timestamp"},
-	"SIGNED_CONTENT":     {"`{body}`", "`hmac`: a template over `{id}` (from `ID_HEADER`), `{timestamp}` and `{body}`"},
-	"PATH":               {"`/webhooks/<name>`", "ingress path"},
-	"TOLERANCE":          {"the scheme's default", "maximum timestamp age, in both directions"},
-	"ID_HEADER":          {"", "take the event id from this header instead"},
-	"MAX_BODY_BYTES":     {"`WHGUARD_MAX_BODY_BYTES`", "body limit for this provider"},
-	"BACKEND_URL":        {"`WHGUARD_BACKEND_URL`", "this provider's backend"},
-	"FORWARD_PATH":       {"the received path", "path to forward to instead"},
-	"RESIGN":             {"`true` where the scheme can re-sign, else `false`", "forward a fresh signature made with the current secret at each attempt ([providers.md](providers.md), \"Re-signing\"); `true` on a scheme that cannot is refused at start-up"},
-	"BODY_GUARD":         {"`true` where the scheme's event id is not signed, else `false`", "the same signed body arriving under a fresh event id is a replay of a captured request: acknowledged like a duplicate (`200`), recorded on the first event as a conflicting copy, counted as `whguard_ingress_requests_total{result=\"replay\"}`, never forwarded. Set `false` for a sender that legitimately sends identical bodies under different ids"},
-	"RATE_LIMIT":         {"(none)", "a rate limit (`N/s`, `N/m`, `N/h`) for this provider's deliveries, on top of the backend's"},
-	"RATE_BURST":         {"(the per-second rate rounded up, at least 1)", "the burst of that limit"},
-	"ORDER_KEY":          {"(none: unordered)", "where the event's order key is: a JSON Pointer into the body (`/data/object/id` for Stripe) or `header:<Name>`; events of this provider with the same key value are delivered one at a time, in the order received ([delivery.md](delivery.md), \"Per-key order\")"},
-	"CATCHUP":            {"`off`", "`on` asks the provider's API for what it failed to deliver ([catch-up](catchup.md)); schemes `stripe` and `github` only"},
-	"CATCHUP_TOKEN":      {"", "the API credential: a Stripe restricted key (`rk_…`) with Events read, or a GitHub token that can read and redeliver the hook's deliveries; never logged or shown"},
-	"CATCHUP_TOKEN_FILE": {"", "a file holding the credential instead (not both); read again at each pass, so a rotated file is used from the next one"},
-	"CATCHUP_API_URL":    {"`https://api.stripe.com`, `https://api.github.com`", "the API's base URL (GitHub Enterprise Server: `https://HOST/api/v3`); `http://` only to a loopback host"},
-	"CATCHUP_HOOK":       {"", "github, required with catch-up: `repos/OWNER/REPO/hooks/ID` or `orgs/ORG/hooks/ID`"},
-	"CATCHUP_ENDPOINT":   {"", "stripe: the webhook endpoint (`we_…`) whose enabled event types are brought in; unset: every type"},
-	"CATCHUP_INTERVAL":   {"`5m`", "time between passes; the first runs at start-up"},
-	"CATCHUP_WINDOW":     {"`72h`", "how far back a pass looks: at most `720h` (Stripe) or `72h` (GitHub)"},
-	"ORDER_ON_DEAD":      {"`skip`", "`skip`: a dead event releases its key and the next one goes; `block`: its key waits until it is replayed (and delivered) or skipped (`whguard events skip`)"},
-	"PRESERVE_HOST":      {"`false`", "forward with the `Host` the sender used (for backends that check it, or sign it) instead of the backend's"},
-	"EVENT_TYPES":        {"(none: every type is forwarded)", "comma list of event types to forward, `*` matching any run of characters (`invoice.*,customer.subscription.*`); other verified events are acknowledged as usual and journaled as `ignored`, never forwarded unless replayed ([providers.md](providers.md), \"Filtering by event type\")"},
-	"MODE":               {"`async`", "`async`: the sender gets `202` once the event is journaled; `sync`: the sender gets the backend's `2xx` answer to the first attempt when it comes within `_SYNC_TIMEOUT`, and so do the event's duplicates ([backend.md](backend.md), \"Sync replies\"); not for `discord`, which whguard answers itself"},
-	"SYNC_TIMEOUT":       {"`2s`", "how long a sync-mode sender waits for the backend's answer, counted from the request's arrival: above `0`, at most `25s`"},
+	"SCHEME":              {"(required)", "one of the schemes of [providers.md](providers.md)"},
+	"SECRET":              {"", "the signing secret; whitespace around it is removed, with a warning"},
+	"SECRET_PREVIOUS":     {"", "an older secret still accepted during a rotation"},
+	"SECRET_FILE":         {"", "a file with one secret per line, current first (mounted secrets)"},
+	"BACKEND_SECRET":      {"(the sender's secrets)", "the only secret deliveries are re-signed with, in the scheme's format (`whsec_…` for `standard`, `svix`): the backend verifies with it, and rotating the sender's secret never touches it ([providers.md](providers.md), \"Re-signing\"); schemes that re-sign only, not with `RESIGN=false`; never logged or shown"},
+	"BACKEND_SECRET_FILE": {"", "a file whose first non-blank line is `BACKEND_SECRET` instead (not both)"},
+	"PUBLIC_KEY":          {"", "`sendgrid`, `discord`"},
+	"PUBLIC_URL":          {"", "`twilio`, `square`: the URL the sender posts to, without query"},
+	"VERIFY_TOKEN":        {"", "`meta` (required): the Verify Token you chose for the subscription's GET handshake; never logged or shown"},
+	"BASIC_AUTH":          {"", "`postmark` (required): the `user:password` written into the webhook URL; never logged or shown"},
+	"KEY_HOSTS":           {"the scheme's own hosts", "`sns`, `pubsub`: comma list of the hosts keys may be fetched from, over HTTPS (`host`, or `*.suffix`): AWS China or GovCloud, a test key server"},
+	"CA_FILE":             {"(the system's)", "`sns`, `pubsub`: a PEM file of the CAs trusted for the key hosts"},
+	"TOPIC_ARNS":          {"(none: any topic, warned at start-up)", "`sns`: comma list of the topic ARNs accepted (`*` matches any run of characters); a message or subscription confirmation of another topic is refused (`401`) before anything is fetched. Any AWS account can subscribe your endpoint to a topic of its own: set it"},
+	"SERVICE_ACCOUNTS":    {"(none: any account, warned at start-up)", "`pubsub`: comma list of the service-account emails the push subscriptions authenticate as; a token of another account, or with `email_verified` false, is refused. Any Google account can push to your endpoint with your audience: set it"},
+	"AUDIENCE":            {"", "`pubsub` (required): the audience the push subscription's tokens carry (Google's default: the push endpoint URL)"},
+	"HMAC_ALGORITHM":      {"`sha256`", "`hmac`: `sha256`, `sha512` or `sha1`"},
+	"SIGNATURE_HEADER":    {"", "`hmac`: the header holding the signature (required)"},
+	"SIGNATURE_ENCODING":  {"`hex`", "`hmac`: `hex` or `base64`"},
+	"SIGNATURE_PREFIX":    {"", "`hmac`: what precedes the encoded signature, e.g. `sha256=`"},
+	"TIMESTAMP_HEADER":    {"", "`hmac`: the header holding the signed unix timestamp"},
+	"SIGNED_CONTENT":      {"`{body}`", "`hmac`: a template over `{id}` (from `ID_HEADER`), `{timestamp}` and `{body}`"},
+	"PATH":                {"`/webhooks/<name>`", "ingress path"},
+	"TOLERANCE":           {"the scheme's default", "maximum timestamp age, in both directions"},
+	"ID_HEADER":           {"", "take the event id from this header instead"},
+	"MAX_BODY_BYTES":      {"`WHGUARD_MAX_BODY_BYTES`", "body limit for this provider"},
+	"BACKEND_URL":         {"`WHGUARD_BACKEND_URL`", "this provider's backend"},
+	"FORWARD_PATH":        {"the received path", "path to forward to instead"},
+	"RESIGN":              {"`true` where the scheme can re-sign, else `false`", "forward a fresh signature made at each attempt with the current secret (every accepted one for `stripe`, `standard`, `svix`; `BACKEND_SECRET` when set: [providers.md](providers.md), \"Re-signing\"); `true` on a scheme that cannot is refused at start-up"},
+	"BODY_GUARD":          {"`true` where the scheme's event id is not signed, else `false`", "the same signed body arriving under a fresh event id is a replay of a captured request: acknowledged like a duplicate (`200`), recorded on the first event as a conflicting copy, counted as `whguard_ingress_requests_total{result=\"replay\"}`, never forwarded. Set `false` for a sender that legitimately sends identical bodies under different ids"},
+	"RATE_LIMIT":          {"(none)", "a rate limit (`N/s`, `N/m`, `N/h`) for this provider's deliveries, on top of the backend's"},
+	"RATE_BURST":          {"(the per-second rate rounded up, at least 1)", "the burst of that limit"},
+	"ORDER_KEY":           {"(none: unordered)", "where the event's order key is: a JSON Pointer into the body (`/data/object/id` for Stripe) or `header:<Name>`; events of this provider with the same key value are delivered one at a time, in the order received ([delivery.md](delivery.md), \"Per-key order\")"},
+	"CATCHUP":             {"`off`", "`on` asks the provider's API for what it failed to deliver ([catch-up](catchup.md)); schemes `stripe` and `github` only"},
+	"CATCHUP_TOKEN":       {"", "the API credential: a Stripe restricted key (`rk_…`) with Events read, or a GitHub token that can read and redeliver the hook's deliveries; never logged or shown"},
+	"CATCHUP_TOKEN_FILE":  {"", "a file holding the credential instead (not both); read again at each pass, so a rotated file is used from the next one"},
+	"CATCHUP_API_URL":     {"`https://api.stripe.com`, `https://api.github.com`", "the API's base URL (GitHub Enterprise Server: `https://HOST/api/v3`); `http://` only to a loopback host"},
+	"CATCHUP_HOOK":        {"", "github, required with catch-up: `repos/OWNER/REPO/hooks/ID` or `orgs/ORG/hooks/ID`"},
+	"CATCHUP_ENDPOINT":    {"", "stripe: the webhook endpoint (`we_…`) whose enabled event types are brought in; unset: every type"},
+	"CATCHUP_INTERVAL":    {"`5m`", "time between passes; the first runs at start-up"},
+	"CATCHUP_WINDOW":      {"`72h`", "how far back a pass looks: at most `720h` (Stripe) or `72h` (GitHub)"},
+	"ORDER_ON_DEAD":       {"`skip`", "`skip`: a dead event releases its key and the next one goes; `block`: its key waits until it is replayed (and delivered) or skipped (`whguard events skip`)"},
+	"PRESERVE_HOST":       {"`false`", "forward with the `Host` the sender used (for backends that check it, or sign it) instead of the backend's"},
+	"EVENT_TYPES":         {"(none: every type is forwarded)", "comma list of event types to forward, `*` matching any run of characters (`invoice.*,customer.subscription.*`); other verified events are acknowledged as usual and journaled as `ignored`, never forwarded unless replayed ([providers.md](providers.md), \"Filtering by event type\")"},
+	"MODE":                {"`async`", "`async`: the sender gets `202` once the event is journaled; `sync`: the sender gets the backend's `2xx` answer to the first attempt when it comes within `_SYNC_TIMEOUT`, and so do the event's duplicates ([backend.md](backend.md), \"Sync replies\"); not for `discord`, which whguard answers itself"},
+	"SYNC_TIMEOUT":        {"`2s`", "how long a sync-mode sender waits for the backend's answer, counted from the request's arrival: above `0`, at most `25s`"},
 }
 
 // configurationDoc renders docs/configuration.md.
@@ -125,8 +129,17 @@ func configurationDoc(t *testing.T) string {
 
 Everything is an environment variable; durations use Go syntax (` + "`90s`, `5m`, `840h`" + `). An invalid value
 makes whguard exit with status 2 and a message naming the variable and what it accepts, one line per
-bad variable (all of them are reported at once); an unknown ` + "`WHGUARD_*`" + ` variable is logged as a
-warning (it is usually a typo).
+bad variable (all of them are reported at once).
+
+**An unknown ` + "`WHGUARD_*`" + ` variable** (one whguard does not read) is named with what it probably meant:
+the known variable nearest to it (` + "`WHGUARD_PROVIDER`" + `: did you mean ` + "`WHGUARD_PROVIDERS`" + `?;
+` + "`WHGUARD_STRIPE_SECRTE`" + `: did you mean ` + "`WHGUARD_STRIPE_SECRET`" + `?), among the global variables and the
+` + "`WHGUARD_<NAME>_*`" + ` of the configured providers, or the provider missing from ` + "`WHGUARD_PROVIDERS`" + `
+(` + "`WHGUARD_GITHUB_SECRET`" + ` without ` + "`github`" + ` there). When start-up otherwise succeeds it is a warning in the
+log, and whguard runs: a typo in an optional setting does not stop production. When start-up fails,
+the unknown variables are printed first, as ` + "`whguard: warning: unknown variable …`" + ` lines before the
+` + "`whguard: invalid configuration: …`" + ` ones, since the typo is often what the errors are about
+(` + "`WHGUARD_PROVIDER=stripe`" + ` leaves no provider configured).
 
 | variable | default | meaning |
 |---|---|---|
@@ -188,11 +201,15 @@ Per provider ` + "`NAME`" + ` (the upper-cased name from ` + "`WHGUARD_PROVIDERS
 **Secrets that are obviously wrong stop start-up**, naming the variable (never the value): a ` + "`stripe`" + `
 secret that is an API key (` + "`sk_…`, `rk_…`, `pk_…`" + `) rather than the endpoint's ` + "`whsec_…`" + ` signing
 secret; a ` + "`standard` or `svix`" + ` secret that is neither ` + "`whsec_`" + `+base64 nor plain base64; a secret that
-is only whitespace. **Whitespace around a secret is removed**, in ` + "`_SECRET`, `_SECRET_PREVIOUS`" + ` and
-each line of ` + "`_SECRET_FILE`" + `, and logged as a warning naming the variable: such a secret is almost
-never intended (a file written with a trailing newline, ` + "`kubectl create secret --from-file`" + `, a
-copy-paste), and kept it would make every signature fail. A secret that really begins or ends with
-whitespace cannot be configured.
+is only whitespace; a placeholder copied from the docs, a value that is or ends with ` + "`...`" + ` or ` + "`…`" + `
+(` + "`whsec_...`, `whsec_…`" + `), in any variable or file that holds a secret or credential (` + "`_SECRET`" + `,
+` + "`_SECRET_PREVIOUS`" + `, each line of ` + "`_SECRET_FILE`" + `, ` + "`_CATCHUP_TOKEN`" + ` and its file, ` + "`_VERIFY_TOKEN`" + `,
+` + "`_BASIC_AUTH`" + `, ` + "`WHGUARD_ALERT_SECRET`, `WHGUARD_ADMIN_TOKEN`" + `); a real secret ending so cannot be
+configured. **Whitespace around a secret is removed**, in ` + "`_SECRET`, `_SECRET_PREVIOUS`" + ` and each line of
+` + "`_SECRET_FILE`" + `, and logged as a warning naming the variable: such a secret is almost never intended (a
+file written with a trailing newline, ` + "`kubectl create secret --from-file`" + `, a copy-paste), and kept
+it would make every signature fail. A secret that really begins or ends with whitespace cannot be
+configured.
 `)
 	return b.String()
 }

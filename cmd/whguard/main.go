@@ -80,6 +80,11 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 
 	cfg, warnings, err := loadConfig(environ)
 	if err != nil {
+		// The unknown variables first: a typo is often what the errors
+		// are about (WHGUARD_PROVIDER=stripe: no provider configured).
+		for _, w := range warnings {
+			fmt.Fprintln(stderr, "whguard: warning:", w)
+		}
 		for _, e := range configErrors(err) {
 			fmt.Fprintln(stderr, "whguard: invalid configuration:", e)
 		}

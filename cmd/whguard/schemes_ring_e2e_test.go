@@ -325,7 +325,7 @@ func secondRingCases(t *testing.T, listen string, k *ringKeys) []schemeCase {
 		return schemeReqs{event: mk(k.adyenHex), wantID: "PSP0E2E:AUTHORISATION", reply: "[accepted]",
 			forged: ptr(mk("0000000000000000000000000000000000000000000000000000000000000000"))}
 	}})
-	snsEnv := []string{"WHGUARD_SNS_KEY_HOSTS=" + k.keyHost(), "WHGUARD_SNS_CA_FILE=" + k.caFile}
+	snsEnv := []string{"WHGUARD_SNS_KEY_HOSTS=" + k.keyHost(), "WHGUARD_SNS_CA_FILE=" + k.caFile, "WHGUARD_SNS_TOPIC_ARNS=arn:aws:sns:*:123456789012:orders"}
 	cases = append(cases, schemeCase{name: "sns", env: snsEnv, build: func(now time.Time) schemeReqs {
 		msg := func(key *rsa.PrivateKey, typ, id string) wireReq {
 			m := map[string]string{"Type": typ, "MessageId": id, "Message": `{"order":1}`, "Timestamp": now.UTC().Format("2006-01-02T15:04:05.000Z"),
@@ -345,7 +345,7 @@ func secondRingCases(t *testing.T, listen string, k *ringKeys) []schemeCase {
 				}, forged: msg(k.snsOther, "SubscriptionConfirmation", "sns-e2e-sub")}}}
 	}})
 	cases = append(cases, schemeCase{name: "pubsub", env: []string{"WHGUARD_PUBSUB_AUDIENCE=" + k.audience, "WHGUARD_PUBSUB_KEY_HOSTS=" + k.keyHost(),
-		"WHGUARD_PUBSUB_CA_FILE=" + k.caFile}, build: func(now time.Time) schemeReqs {
+		"WHGUARD_PUBSUB_CA_FILE=" + k.caFile, "WHGUARD_PUBSUB_SERVICE_ACCOUNTS=push@project.iam.gserviceaccount.com"}, build: func(now time.Time) schemeReqs {
 		body := `{"message":{"data":"eyJvcmRlciI6MX0=","messageId":"ps-e2e-1"},"subscription":"projects/p/subscriptions/s"}`
 		push := func(aud string) wireReq {
 			return wireReq{header: hdr("Content-Type", jsonCT, "Authorization", "Bearer "+k.jwt(aud, now)), body: []byte(body)}

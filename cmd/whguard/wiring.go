@@ -74,7 +74,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
-			zap.Bool("resign", p.resign), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
+			zap.Bool("resign", p.resign), zap.Bool("backend_secret", p.provider.BackendSigned()), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
 			zap.Duration("sync_timeout", p.syncTimeout))
 		t := cfg.forward.Targets[p.name]
 		t.Scheme, t.Unsign = p.provider.SchemeName(), p.provider.Unsign

@@ -1,6 +1,7 @@
 // Package alert tells operators when delivery goes wrong, without anyone
 // watching the inspector: events going dead (grouped per provider), a
-// backend's circuit breaker opening, a pause, a backlog older than a
+// backend's circuit breaker opening, a backend refusing whguard's
+// requests (401, 403: its webhook secret), a pause, a backlog older than a
 // threshold, the journal or Redis unreachable, catch-up's findings and
 // failures, and each recovery.
 //
@@ -56,6 +57,8 @@ const (
 	TypeCatchupFailing     = "catchup_failing"
 	TypeCatchupOK          = "catchup_ok"
 	TypeCatchupGaveUp      = "catchup_gave_up"
+	TypeBackendRefuses     = "backend_refuses"
+	TypeBackendAccepts     = "backend_accepts"
 )
 
 // Severities ("severity" in the JSON format).

@@ -3,6 +3,7 @@ package alert
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -170,13 +171,30 @@ func (n *Notifier) Check(ctx context.Context, p Probes) {
 			Message{Type: TypePaused, Severity: SeverityInfo, Provider: name,
 				Summary: fmt.Sprintf("Provider %s is paused (%s): its deliveries wait.", name, reasonOr(reason))})
 	}
-	// What held before and was not seen now has cleared.
+	// What held before and was not seen now has cleared; the conditions
+	// others set (catch-up's, a backend refusing whguard) are theirs to
+	// clear.
 	for _, key := range n.Active() {
-		if key == "journal" || key == "redis" || seen[key] {
+		if seen[key] || !probed(key) {
 			continue
 		}
 		n.clear(key)
 	}
+}
+
+// probedPrefixes start the keys of the conditions Check sets from the
+// backends' probe.
+var probedPrefixes = []string{"breaker ", "pause ", "backlog "}
+
+// probed tells whether key is a condition Check sets from the backends'
+// probe, and so clears when the probe no longer shows it.
+func probed(key string) bool {
+	for _, p := range probedPrefixes {
+		if strings.HasPrefix(key, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // clear ends the condition of key with the recovery message kept for it.

@@ -47,8 +47,9 @@ const (
 	// permanent 4xx: the backend is up, the event is wrong).
 	Succeeded Outcome = iota
 	// FailedTransiently: the backend failed whatever the event: a
-	// connection error, a timeout, 408, 429, 502, 503 or 504. Always a
-	// failure for the breaker.
+	// connection error, a timeout, 401 or 403 (it refuses whguard's
+	// requests: a wrong webhook secret), 408, 429, 502, 503 or 504. Always
+	// a failure for the breaker.
 	FailedTransiently
 	// FailedOnEvent: a 500 or another 5xx (and 425), which may be about
 	// the event rather than the backend (a handler that throws on one
@@ -61,7 +62,7 @@ const (
 // OutcomeOf classifies an attempt by its HTTP status (0: no answer).
 func OutcomeOf(status int) Outcome {
 	switch {
-	case status == 0, status == 408, status == 429, status == 502, status == 503, status == 504:
+	case status == 0, status == 401, status == 403, status == 408, status == 429, status == 502, status == 503, status == 504:
 		return FailedTransiently
 	case status == 425, status >= 500:
 		return FailedOnEvent

@@ -486,6 +486,7 @@ func testEventFailuresBesideSuccesses(t *testing.T, build func(Config) governor)
 
 func TestOutcomeOf(t *testing.T) {
 	for status, want := range map[int]Outcome{0: FailedTransiently, 200: Succeeded, 204: Succeeded, 400: Succeeded, 404: Succeeded,
+		401: FailedTransiently, 403: FailedTransiently, 409: Succeeded, 422: Succeeded,
 		408: FailedTransiently, 425: FailedOnEvent, 429: FailedTransiently, 500: FailedOnEvent, 501: FailedOnEvent,
 		502: FailedTransiently, 503: FailedTransiently, 504: FailedTransiently, 507: FailedOnEvent} {
 		if got := OutcomeOf(status); got != want {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 
 	"go.uber.org/zap"
@@ -79,11 +78,13 @@ func (a *api) readPause(w http.ResponseWriter, r *http.Request) (req pauseReques
 		}
 	}
 	if req.Backend != "" {
-		return req, journal.PauseBackend, strings.TrimSuffix(req.Backend, "/"), true
+		return req, journal.PauseBackend, req.Backend, true
 	}
 	return req, journal.PauseProvider, req.Provider, true
 }
 
+// pause holds the deliveries of a configured backend or provider (or,
+// forced, of one not configured yet).
 func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	req, kind, name, ok := a.readPause(w, r)
 	if !ok {
@@ -92,24 +93,51 @@ func (a *api) pause(w http.ResponseWriter, r *http.Request) {
 	reason := req.Reason
 	// A pause that names nothing configured would hold nothing while
 	// saying "paused": refused, naming what is there, unless forced.
-	if known := a.configured(kind); !req.Force && !slices.Contains(known, name) {
-		what := "backend (an origin, scheme://host:port, as GET /api/backends lists it)"
-		if kind == journal.PauseProvider {
-			what = "provider"
-		}
-		writeJSON(w, http.StatusNotFound, map[string]any{
-			"error":      fmt.Sprintf("no %s %q is configured; configured: %s (\"force\":true pauses it anyway)", what, name, strings.Join(known, ", ")),
-			"configured": known,
-		})
+	target := resolvePauseTarget(kind, name, a.configured(kind))
+	switch {
+	case !target.configured && !req.Force:
+		a.notConfigured(w, kind, target, true)
+		return
+	case target.noScheme:
+		apiError(w, http.StatusBadRequest, fmt.Sprintf("backend %q has no scheme: a forced pause names the origin as scheme://host:port, or it would match no backend", target.name))
 		return
 	}
-	p, err := a.control.Pause(r.Context(), journal.Pause{Kind: kind, Name: name, Reason: reason})
+	p, err := a.control.Pause(r.Context(), journal.Pause{Kind: kind, Name: target.name, Reason: reason})
 	if err != nil {
 		a.unavailable(w, err)
 		return
 	}
-	a.log.Info("deliveries paused", zap.String(kind, name), zap.String("reason", reason))
+	a.log.Info("deliveries paused", zap.String(kind, target.name), zap.String("reason", reason), zap.Bool("forced", !target.configured))
 	writeJSON(w, http.StatusOK, map[string]any{"status": "paused", "pause": p})
+}
+
+// notConfigured answers 404 for a target that matches nothing
+// configured, naming what is configured. For a resume (pausing false),
+// nothing of that name is paused either.
+func (a *api) notConfigured(w http.ResponseWriter, kind string, target pauseTarget, pausing bool) {
+	known := a.configured(kind)
+	what, state := "backend", "configured"
+	if kind == journal.PauseProvider {
+		what = "provider"
+	}
+	if !pausing {
+		state = "configured or paused"
+	}
+	list := strings.Join(known, ", ")
+	if len(known) == 0 {
+		list = "none"
+	}
+	hint := ""
+	switch {
+	case target.noScheme:
+		hint = "; name a backend as scheme://host:port, or as host:port when one origin has them"
+	case pausing:
+		hint = "; \"force\":true (the CLI's -force) pauses it anyway"
+	}
+	writeJSON(w, http.StatusNotFound, map[string]any{
+		"error":      fmt.Sprintf("no %s %q is %s; configured: %s%s", what, target.name, state, list, hint),
+		"configured": known,
+	})
 }
 
 // configured lists the backends' origins, or the providers' names, of
@@ -121,21 +149,30 @@ func (a *api) configured(kind string) []string {
 	return a.origins
 }
 
+// resume ends a pause. The target is resolved as a pause's is; one that
+// matches nothing configured still ends a pause stored under that name (a
+// forced one, or one of a backend removed since), and answers 404 only
+// when there is none.
 func (a *api) resume(w http.ResponseWriter, r *http.Request) {
 	req, kind, name, ok := a.readPause(w, r)
 	if !ok {
 		return
 	}
 	reason := req.Reason
-	found, err := a.control.Resume(r.Context(), kind, name, reason)
+	target := resolvePauseTarget(kind, name, a.configured(kind))
+	found, err := a.control.Resume(r.Context(), kind, target.name, reason)
 	if err != nil {
 		a.unavailable(w, err)
 		return
 	}
-	a.log.Info("deliveries resumed", zap.String(kind, name), zap.String("reason", reason), zap.Bool("was_paused", found))
+	if !found && !target.configured {
+		a.notConfigured(w, kind, target, false)
+		return
+	}
+	a.log.Info("deliveries resumed", zap.String(kind, target.name), zap.String("reason", reason), zap.Bool("was_paused", found))
 	status := "resumed"
 	if !found {
 		status = "not paused"
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"status": status, "kind": kind, "name": name})
+	writeJSON(w, http.StatusOK, map[string]any{"status": status, "kind": kind, "name": target.name})
 }
