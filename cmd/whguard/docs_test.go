@@ -132,14 +132,14 @@ makes whguard exit with status 2 and a message naming the variable and what it a
 bad variable (all of them are reported at once).
 
 **An unknown ` + "`WHGUARD_*`" + ` variable** (one whguard does not read) is named with what it probably meant:
-the known variable nearest to it (` + "`WHGUARD_PROVIDER`" + `: did you mean ` + "`WHGUARD_PROVIDERS`" + `?;
-` + "`WHGUARD_STRIPE_SECRTE`" + `: did you mean ` + "`WHGUARD_STRIPE_SECRET`" + `?), among the global variables and the
-` + "`WHGUARD_<NAME>_*`" + ` of the configured providers, or the provider missing from ` + "`WHGUARD_PROVIDERS`" + `
+the known variable nearest to it (the plural's S left off ` + "`WHGUARD_PROVIDERS`" + `, two letters of
+` + "`WHGUARD_STRIPE_SECRET`" + ` swapped: each gets "did you mean" the right one), among the global variables
+and the per-provider ones of the configured providers, or the provider missing from ` + "`WHGUARD_PROVIDERS`" + `
 (` + "`WHGUARD_GITHUB_SECRET`" + ` without ` + "`github`" + ` there). When start-up otherwise succeeds it is a warning in the
 log, and whguard runs: a typo in an optional setting does not stop production. When start-up fails,
 the unknown variables are printed first, as ` + "`whguard: warning: unknown variable …`" + ` lines before the
 ` + "`whguard: invalid configuration: …`" + ` ones, since the typo is often what the errors are about
-(` + "`WHGUARD_PROVIDER=stripe`" + ` leaves no provider configured).
+(a misspelt ` + "`WHGUARD_PROVIDERS`" + ` leaves no provider configured).
 
 | variable | default | meaning |
 |---|---|---|
