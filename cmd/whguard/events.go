@@ -355,16 +355,9 @@ func (c *apiClient) replay(args []string, w io.Writer) error {
 	search.register(fs)
 	limit := fs.Int("limit", 0, "with -all: at most this many (0: all)")
 	dryRun := fs.Bool("dry-run", false, "with -all: count what would be replayed, replay nothing")
-	// Accept the id before or after the flags.
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error() + "\n" + eventsUsage)
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
+	id, err := idAndFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if *reason == "" && !*dryRun {
 		return usageError("-reason is required: replays are audited")
@@ -406,15 +399,9 @@ func (c *apiClient) skip(args []string, w io.Writer) error {
 	fs.SetOutput(io.Discard)
 	reason := fs.String("reason", "", "why (audited; required)")
 	provider := fs.String("provider", "", "the provider whose event id ID is")
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error() + "\n" + eventsUsage)
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
+	id, err := idAndFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	if id == "" {
 		return usageError("skip takes one event id\n" + eventsUsage)
@@ -437,4 +424,20 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-1] + "…"
+}
+
+// idAndFlags parses an events subcommand's flags, taking its event id
+// before or after them ("" when none is given).
+func idAndFlags(fs *flag.FlagSet, args []string) (string, error) {
+	var id string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		id, args = args[0], args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", usageError(err.Error() + "\n" + eventsUsage)
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	return id, nil
 }

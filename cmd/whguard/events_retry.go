@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 )
 
 // retry is `whguard events retry ID` and `whguard events retry -all …`:
@@ -22,15 +21,9 @@ func (c *apiClient) retry(args []string, w io.Writer) error {
 	search.register(fs)
 	limit := fs.Int("limit", 0, "with -all: at most this many (0: all)")
 	dryRun := fs.Bool("dry-run", false, "with -all: count what would be made due, change nothing")
-	var id string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return usageError(err.Error() + "\n" + eventsUsage)
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
+	id, err := idAndFlags(fs, args)
+	if err != nil {
+		return err
 	}
 	switch {
 	case *all && id == "":
