@@ -87,29 +87,6 @@ func (a *api) retryBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Limit = req.Limit
-	if req.DryRun {
-		n, err := a.store.CountRetryable(r.Context(), f)
-		if err != nil {
-			a.unavailable(w, err)
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]any{"would_retry": n})
-		return
-	}
-	n, err := a.store.BulkRetryNow(r.Context(), f, req.Reason)
-	if n > 0 {
-		a.onReplay()
-	}
-	switch {
-	case errors.Is(err, journal.ErrSearchTooSlow):
-		writeJSON(w, http.StatusUnprocessableEntity, map[string]any{"error": err.Error(), "retried": n})
-		return
-	case err != nil:
-		a.log.Warn("bulk retry stopped", zap.Int("retried", n), zap.Error(err))
-		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": "journal unavailable; bulk retry stopped", "retried": n})
-		return
-	}
-	a.log.Info("bulk retry now", zap.Int("retried", n), zap.String("provider", f.Provider), zap.String("type", req.Type),
-		zap.Strings("match", req.Match), zap.String("reason", req.Reason))
-	writeJSON(w, http.StatusOK, map[string]any{"retried": n})
+	a.runBulk(w, r, req, f, bulkAction{count: a.store.CountRetryable, run: a.store.BulkRetryNow,
+		name: "bulk retry now", done: "retried", would: "would_retry"})
 }
