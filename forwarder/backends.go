@@ -17,11 +17,13 @@ import (
 // or 403: RefusesWhguard): at each refusal the alerts hear of it, and the
 // first one after the backend last accepted is logged as a warning; the
 // first 2xx after a refusal tells the alerts it accepts again. Other
-// answers say nothing either way. An atomic flag per backend keeps a
-// delivery that succeeds from taking any lock.
+// answers say nothing either way. The flag is per provider: two providers
+// sharing a backend may be signed with different secrets, and one's 2xx
+// says nothing of the other's refusals. An atomic flag keeps a delivery
+// that succeeds from taking any lock.
 func (f *Forwarder) noteRefusal(log *zap.Logger, provider string, status int) {
 	origin := f.origins[provider]
-	flag := f.refusing[origin]
+	flag := f.refusing[provider]
 	if flag == nil {
 		return
 	}

@@ -118,8 +118,10 @@ type Forwarder struct {
 	origins map[string]string
 	// sending counts this process's requests in flight per origin.
 	sending map[string]*atomic.Int32
-	// refusing marks each origin whose last answer that said anything
-	// about whguard was a 401 or 403 (noteRefusal).
+	// refusing marks each provider whose backend's last answer to its
+	// deliveries that said anything about whguard was a 401 or 403
+	// (noteRefusal): per provider, since providers sharing a backend may
+	// be re-signed with different secrets.
 	refusing map[string]*atomic.Bool
 	// pauses is the pauses in force as last read (pause.go).
 	pauses atomic.Pointer[pauseSet]
@@ -212,8 +214,9 @@ func New(cfg Config) (*Forwarder, error) {
 		o := Origin(t.BackendURL)
 		f.origins[name] = o
 		if f.sending[o] == nil {
-			f.sending[o], f.refusing[o] = new(atomic.Int32), new(atomic.Bool)
+			f.sending[o] = new(atomic.Int32)
 		}
+		f.refusing[name] = new(atomic.Bool)
 	}
 	f.recovery = newRecoveries(f.origins)
 	f.aborted, f.abort = context.WithCancel(context.Background())

@@ -11,7 +11,8 @@ import (
 )
 
 // TestBackendRefusingIsAlertedOncePerBackend: a backend answering 401 or
-// 403 is reported once per backend however many refusals follow, again
+// 403 is reported once per backend and provider however many refusals
+// follow (another provider's 2xx does not clear it), again
 // every Repeat while it lasts, and once when it accepts again; the probe
 // of the backends (which does not see refusals) never clears it, nor a
 // failing catch-up.
@@ -54,6 +55,9 @@ func TestBackendRefusingIsAlertedOncePerBackend(t *testing.T) {
 	n.Refuses(app, "stripe", 401, true) // lasting: repeated
 	n.Refuses(app, "stripe", 200, false)
 	n.Refuses(app, "stripe", 200, false) // already accepting: nothing
+	// Another provider of the other backend accepted (signed with another
+	// secret): slack's refusal stays.
+	n.Refuses(other, "github", 200, false)
 	got = rcv.wait(t, 5)
 	decode(got[3:])
 	if m := msgs[0]; m.Type != alert.TypeBackendRefuses || !strings.HasPrefix(m.Summary, "Still: ") {
