@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,8 +28,8 @@ import (
 
 const (
 	// recoveryRun is how many transient failures in a row (what
-	// governor.OutcomeOf calls transient: no answer, 401, 403, 408, 429,
-	// 502, 503, 504) make the next 2xx a recovery.
+	// governor.OutcomeOf calls transient: no answer, 401, 403, 408, 502,
+	// 503, 504; not 429) make the next 2xx a recovery.
 	recoveryRun = 3
 	// recoveryGap is the least time between two recoveries of a backend
 	// told by its answers on one replica: a backend that flaps brings its
@@ -50,9 +51,13 @@ const (
 // answered status (0: no answer), given the run before it, and whether
 // the answer is a recovery: a 2xx after at least recoveryRun of them.
 // Other answers (a 4xx, a 500 about one event) neither lengthen nor end
-// the run.
+// the run, nor does a 429: a backend that asked for time (Retry-After) and
+// then takes one request has not come back from an outage, and bringing
+// every retry forward would override what it asked.
 func afterAnswer(run, status int) (int, bool) {
 	switch {
+	case status == http.StatusTooManyRequests:
+		return run, false
 	case governor.OutcomeOf(status) == governor.FailedTransiently:
 		return run + 1, false
 	case status >= 200 && status < 300:

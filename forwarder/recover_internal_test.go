@@ -12,8 +12,9 @@ func TestAfterAnswer(t *testing.T) {
 	}{
 		{0, 200, 0, false},
 		{0, 503, 1, false},
-		{0, 0, 1, false}, // no answer: a connection error, a timeout
-		{2, 429, 3, false},
+		{0, 0, 1, false},   // no answer: a connection error, a timeout
+		{2, 429, 2, false}, // asked for time: not an outage, its Retry-After is kept
+		{recoveryRun, 429, recoveryRun, false},
 		{1, 401, 2, false},               // the backend refuses whguard (a secret being rotated)
 		{recoveryRun - 1, 200, 0, false}, // too short a run
 		{recoveryRun, 200, 0, true},
