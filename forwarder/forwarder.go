@@ -123,8 +123,11 @@ type Forwarder struct {
 	// (noteRefusal): per provider, since providers sharing a backend may
 	// be re-signed with different secrets.
 	refusing map[string]*atomic.Bool
-	// pauses is the pauses in force as last read (pause.go).
-	pauses atomic.Pointer[pauseSet]
+	// pauses is the pauses in force as last read (pause.go); refreshing
+	// holds pausesMu from the read to the swap, so a read that started
+	// before a pause was stored never replaces one made after it.
+	pauses   atomic.Pointer[pauseSet]
+	pausesMu sync.Mutex
 	// figures are this replica's per-minute delivery figures (figures.go).
 	figures *figures
 	// recovery follows the backends' recoveries (recover.go).

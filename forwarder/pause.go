@@ -61,6 +61,8 @@ func (f *Forwarder) pausesKnown() bool {
 
 // refreshPauses reads the pauses from the journal.
 func (f *Forwarder) refreshPauses(ctx context.Context) error {
+	f.pausesMu.Lock()
+	defer f.pausesMu.Unlock()
 	list, err := f.cfg.Store.Pauses(ctx)
 	if err != nil {
 		return fmt.Errorf("read pauses: %w", err)
