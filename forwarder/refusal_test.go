@@ -81,9 +81,12 @@ func TestBackendRefusingWhguardHoldsEvents(t *testing.T) {
 		})
 		backend := forwarder.Origin(srv.URL)
 		waitUntil(t, 10*time.Second, "the breaker to open", func() bool { return gov.BreakerStates()[backend] != governor.BreakerClosed })
-		// Long enough for a refused event to have spent its budget three
-		// times over had 401 been permanent or the breaker not counted it.
-		time.Sleep(time.Second)
+		// Two of the breaker's probes refused after it opened: each is an
+		// attempt of an event that would have gone dead had 401 been
+		// permanent, and meanwhile the others would have spent their
+		// budget (4 attempts, 20-100 ms apart) had the breaker not held them.
+		_, atOpen, _ := alerts.counts()
+		waitUntil(t, 10*time.Second, "two probes refused", func() bool { _, n, _ := alerts.counts(); return n >= atOpen+2 })
 		for _, id := range ids {
 			d := get(t, j, id)
 			if d.Status == journal.StatusDead {

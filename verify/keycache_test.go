@@ -6,55 +6,60 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
 // A burst of requests for one missing entry makes one fetch, and all of
 // them get its value.
 func TestKeyCacheSingleFlight(t *testing.T) {
-	c := newKeyCache[string](4)
-	now := time.Unix(1700000000, 0)
-	var fetches atomic.Int32
-	release := make(chan struct{})
-	const n = 20
-	var started, done sync.WaitGroup
-	started.Add(n)
-	done.Add(n)
-	got := make([]string, n)
-	for i := range n {
-		go func() {
-			defer done.Done()
-			started.Done()
-			e, err := c.refresh("u", now, func() (string, time.Duration, error) {
-				fetches.Add(1)
-				<-release
-				return "key", time.Hour, nil
-			})
-			if err == nil {
-				got[i] = e.val
-			}
-		}()
-	}
-	started.Wait()
-	time.Sleep(20 * time.Millisecond) // let the burst join the flight
-	close(release)
-	done.Wait()
-	// Goroutines scheduled after the flight ended fetch again; with every
-	// one started before the release, a single fetch is the rule.
-	if f := fetches.Load(); f != 1 {
-		t.Errorf("%d fetches for one burst, want 1", f)
-	}
-	for i, v := range got {
-		if v != "key" {
-			t.Fatalf("goroutine %d got %q", i, v)
+	// In a bubble, so that synctest.Wait knows when the burst has joined
+	// the flight.
+	synctest.Test(t, func(t *testing.T) {
+		c := newKeyCache[string](4)
+		now := time.Unix(1700000000, 0)
+		var fetches atomic.Int32
+		release := make(chan struct{})
+		const n = 20
+		var started, done sync.WaitGroup
+		started.Add(n)
+		done.Add(n)
+		got := make([]string, n)
+		for i := range n {
+			go func() {
+				defer done.Done()
+				started.Done()
+				e, err := c.refresh("u", now, func() (string, time.Duration, error) {
+					fetches.Add(1)
+					<-release
+					return "key", time.Hour, nil
+				})
+				if err == nil {
+					got[i] = e.val
+				}
+			}()
 		}
-	}
-	if e, ok := c.get("u", now.Add(59*time.Minute)); !ok || e.val != "key" {
-		t.Error("entry not kept for its TTL")
-	}
-	if _, ok := c.get("u", now.Add(time.Hour)); ok {
-		t.Error("entry kept past its TTL")
-	}
+		started.Wait()
+		synctest.Wait() // every caller blocked: one on the fetch, the rest on its flight
+		close(release)
+		done.Wait()
+		// Goroutines scheduled after the flight ended fetch again; with every
+		// one started before the release, a single fetch is the rule.
+		if f := fetches.Load(); f != 1 {
+			t.Errorf("%d fetches for one burst, want 1", f)
+		}
+		for i, v := range got {
+			if v != "key" {
+				t.Fatalf("goroutine %d got %q", i, v)
+			}
+		}
+		if e, ok := c.get("u", now.Add(59*time.Minute)); !ok || e.val != "key" {
+			t.Error("entry not kept for its TTL")
+		}
+		if _, ok := c.get("u", now.Add(time.Hour)); ok {
+			t.Error("entry kept past its TTL")
+		}
+	})
 }
 
 // Errors are not cached; a full cache drops expired entries, then the

@@ -82,11 +82,6 @@ func (a *api) retryBulk(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	f.Status = journal.StatusRetry
-	if req.Limit < 0 {
-		apiError(w, http.StatusBadRequest, "limit must not be negative")
-		return
-	}
-	f.Limit = req.Limit
 	a.runBulk(w, r, req, f, bulkAction{count: a.store.CountRetryable, run: a.store.BulkRetryNow,
 		name: "bulk retry now", done: "retried", would: "would_retry"})
 }
