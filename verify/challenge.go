@@ -151,7 +151,7 @@ func (p *Provider) answer(ch *challenge, in Input) (Event, error) {
 		q, _ := url.ParseQuery(in.RawQuery)
 		token := q.Get("hub.verify_token")
 		if q.Get("hub.mode") != "subscribe" || p.verifyToken == "" ||
-			subtle.ConstantTimeCompare(sha256Of(token), sha256Of(p.verifyToken)) != 1 {
+			matchesDigest(token, credentialDigests([]string{p.verifyToken})) != 1 {
 			return Event{}, refusef(ReasonChallengeRefused, "%w: hub.mode is not subscribe, or hub.verify_token does not match", ErrForbidden)
 		}
 	case proofCredential:
@@ -176,13 +176,6 @@ func (p *Provider) answer(ch *challenge, in Input) (Event, error) {
 	return Event{Handshake: []byte(value), AnswerType: "text/plain; charset=utf-8"}, nil
 }
 
-// sha256Of digests a credential so that comparing two takes the same time
-// whatever their lengths.
-func sha256Of(s string) []byte {
-	d := sha256.Sum256([]byte(s))
-	return d[:]
-}
-
 // checkCredentialHeader compares a header carrying a fixed credential with
 // each configured one in constant time (every one compared, no early
 // exit): Okta's authorization value, Telegram's secret token, Postmark's
@@ -195,15 +188,22 @@ func checkCredentialHeader(h http.Header, name string, digests [][sha256.Size]by
 	if err := checkHeaderLen(name, got); err != nil {
 		return err
 	}
-	d := sha256.Sum256([]byte(got))
+	if matchesDigest(got, digests) != 1 {
+		return refusef(ReasonSignatureMismatch, "%w: %s does not match", ErrUnauthorized, name)
+	}
+	return nil
+}
+
+// matchesDigest is 1 when value's SHA-256 is one of digests, else 0. Every
+// digest is compared, in constant time: comparing digests takes the same
+// time whatever the value's length or content.
+func matchesDigest(value string, digests [][sha256.Size]byte) int {
+	d := sha256.Sum256([]byte(value))
 	match := 0
 	for i := range digests {
 		match |= subtle.ConstantTimeCompare(d[:], digests[i][:])
 	}
-	if match != 1 {
-		return refusef(ReasonSignatureMismatch, "%w: %s does not match", ErrUnauthorized, name)
-	}
-	return nil
+	return match
 }
 
 // credentialDigests digests each credential for checkCredentialHeader.

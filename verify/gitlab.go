@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"time"
 )
 
@@ -32,15 +31,11 @@ type gitLabScheme struct {
 var _ Scheme = (*gitLabScheme)(nil)
 
 func newGitLabScheme(cfg ProviderConfig) (Scheme, error) {
-	keys, err := secretKeys(cfg.Secrets, rawSecret)
-	if err != nil {
+	// secretKeys checks the secrets (none empty) and names a bad one.
+	if _, err := secretKeys(cfg.Secrets, rawSecret); err != nil {
 		return nil, err
 	}
-	s := &gitLabScheme{digests: make([][sha256.Size]byte, len(keys))}
-	for i, k := range keys {
-		s.digests[i] = sha256.Sum256(k)
-	}
-	return s, nil
+	return &gitLabScheme{digests: credentialDigests(cfg.Secrets)}, nil
 }
 
 // Verify compares the token with every configured one in constant time; the
@@ -54,13 +49,7 @@ func (s *gitLabScheme) Verify(in Input, _ time.Time) (Verified, error) {
 	if err := checkHeaderLen(gitLabTokenHeader, token); err != nil {
 		return Verified{}, err
 	}
-	got := sha256.Sum256([]byte(token))
-	match := 0
-	for i := range s.digests {
-		// No early exit: every configured token is compared.
-		match |= subtle.ConstantTimeCompare(got[:], s.digests[i][:])
-	}
-	if match != 1 {
+	if matchesDigest(token, s.digests) != 1 {
 		return Verified{}, refusef(ReasonSignatureMismatch, "%w: token does not match", ErrUnauthorized)
 	}
 	id := in.Header.Get(gitLabIdempotencyHeader)

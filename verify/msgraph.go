@@ -2,7 +2,6 @@ package verify
 
 import (
 	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"net/http"
 	"time"
@@ -135,11 +134,7 @@ func (s *msGraphScheme) Verify(in Input, _ time.Time) (Verified, error) {
 // 0, also when it has none.
 func (s *msGraphScheme) clientStateMatches(item jsonValue) int {
 	cs, ok := item.stringField("clientState")
-	d := sha256.Sum256([]byte(cs))
-	match := 0
-	for i := range s.digests {
-		match |= subtle.ConstantTimeCompare(d[:], s.digests[i][:])
-	}
+	match := matchesDigest(cs, s.digests)
 	if !ok {
 		return 0
 	}
