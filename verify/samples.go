@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/whguard/whguard/internal/fields"
@@ -80,17 +81,16 @@ var sampleKinds = map[string]func(now time.Time) string{
 	"iso_ms":  func(now time.Time) string { return now.UTC().Format("2006-01-02T15:04:05.000Z07:00") },
 }
 
-// samples is every sample, read once from samplesFS, by scheme, in name
-// order; loading them cannot fail once TestSamplesLoad passes.
-var samples = mustLoadSamples()
-
-func mustLoadSamples() map[string][]Sample {
+// allSamples is every sample by scheme, in name order, read from
+// samplesFS on first use (serve never needs them); reading them cannot fail
+// once TestSamplesLoad passes.
+var allSamples = sync.OnceValue(func() map[string][]Sample {
 	out, err := loadSamples(samplesFS)
 	if err != nil {
 		panic(err)
 	}
 	return out
-}
+})
 
 // loadSamples reads samples/<scheme>/<name>.http from fsys.
 func loadSamples(fsys fs.FS) (map[string][]Sample, error) {
@@ -139,7 +139,7 @@ func parseSample(scheme, name string, raw []byte) (Sample, error) {
 	if !typed {
 		return Sample{}, fmt.Errorf("no \"# type:\" line")
 	}
-	for _, text := range append([]string{string(s.body)}, headerValues(s.header)...) {
+	for _, text := range append([]string{string(s.body)}, sampleHeaderValues(s.header)...) {
 		for _, m := range samplePlaceholder.FindAllStringSubmatch(text, -1) {
 			if sampleKinds[m[1]] == nil {
 				return Sample{}, fmt.Errorf("unknown placeholder %s", m[0])
@@ -149,7 +149,7 @@ func parseSample(scheme, name string, raw []byte) (Sample, error) {
 	return s, nil
 }
 
-func headerValues(h http.Header) []string {
+func sampleHeaderValues(h http.Header) []string {
 	var out []string
 	for _, vs := range h {
 		out = append(out, vs...)
@@ -161,7 +161,7 @@ func headerValues(h http.Header) []string {
 // first is the default one to send); nil for a scheme without any (the
 // schemes whose senders sign with a key only they hold, SenderKeyHint).
 func Samples(scheme string) []Sample {
-	return slices.Clone(samples[scheme])
+	return slices.Clone(allSamples()[scheme])
 }
 
 // Fresh returns the sample's headers and body with every placeholder

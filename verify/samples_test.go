@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// Every sample file in the repository loads (mustLoadSamples would panic
-// at start-up otherwise), and only the schemes whguard can sign for have
+// Every sample file in the repository loads (allSamples would panic
+// on first use otherwise), and only the schemes whguard can sign for have
 // any.
 func TestSamplesLoad(t *testing.T) {
 	got, err := loadSamples(samplesFS)

@@ -66,15 +66,16 @@ func TestE2ETriggerEveryScheme(t *testing.T) {
 	}
 	env = append(env, "WHGUARD_PROVIDERS="+strings.Join(names, ","))
 
+	// The backend checks with the same configuration as whguard's, which
+	// names the backend's URL: known before it serves.
 	be := &sdkBackend{k: k, verified: map[string]int{}}
-	backend := httptest.NewServer(be)
-	t.Cleanup(backend.Close)
-	env = append(env, "WHGUARD_BACKEND_URL="+backend.URL)
-	cfg, _, err := loadConfig(env)
-	if err != nil {
+	backend := httptest.NewUnstartedServer(be)
+	env = append(env, "WHGUARD_BACKEND_URL=http://"+backend.Listener.Addr().String())
+	if be.cfg, _, err = loadConfig(env); err != nil {
 		t.Fatal(err)
 	}
-	be.cfg = cfg
+	backend.Start()
+	t.Cleanup(backend.Close)
 
 	wh := start(t, binary, env)
 	waitHTTP(t, "http://"+admin+"/readyz", 20*time.Second)
