@@ -98,6 +98,9 @@ type providerConfig struct {
 	env    providerEnv
 	// provider is built during validation so a bad secret fails start-up.
 	provider *verify.Provider
+	// verifyCfg is what provider was built from (its secrets included):
+	// `whguard trigger` signs as the sender with it.
+	verifyCfg verify.ProviderConfig
 	// resign: forward with the signature made afresh (RESIGN, defaulting
 	// to provider.CanResign()).
 	resign bool
@@ -176,7 +179,7 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	}
 	backendSecret, backendVar, backendWarnings := p.backendSecret(ps)
 	warnings = append(warnings, backendWarnings...)
-	prov, err := verify.NewProvider(verify.ProviderConfig{
+	p.verifyCfg = verify.ProviderConfig{
 		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets, BackendSecret: backendSecret,
 		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
 		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
@@ -188,7 +191,8 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 		VerifyToken: p.env.VerifyToken, BasicAuth: p.env.BasicAuth,
 		KeyHosts: p.env.KeyHosts, CAFile: p.env.CAFile, Audience: p.env.Audience,
 		TopicARNs: p.env.TopicARNs, ServiceAccounts: p.env.ServiceAccounts,
-	})
+	}
+	prov, err := verify.NewProvider(p.verifyCfg)
 	if err == nil {
 		p.provider = prov
 		p.resign = p.validateResign(ps, backendVar)

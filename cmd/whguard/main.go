@@ -10,6 +10,7 @@
 //	whguard healthcheck  exit 0 when the local /readyz answers 200, else 1
 //	whguard backends  list backends; pause and resume their deliveries
 //	whguard demo      the one-command demo (--keep to explore afterwards)
+//	whguard trigger   send a provider's signed sample event to whguard
 //	whguard version   print the version
 //
 // All configuration is WHGUARD_* environment variables; see docs/configuration.md.
@@ -72,6 +73,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return demo(args, stdout, stderr)
 	case "healthcheck":
 		return healthcheck(args, environ, stdout, stderr)
+	case "trigger":
+		return trigger(args, environ, stdout, stderr)
 	case "serve", "migrate":
 	default:
 		fmt.Fprintf(stderr, "whguard: unknown command %q\n\n%s", cmd, usage)
@@ -148,6 +151,7 @@ commands:
   healthcheck  exit 0 when the local readiness endpoint answers, else 1
   backends  list backends, pause and resume deliveries (whguard backends -h)
   catchup   show and run catch-up from the providers' APIs (whguard catchup -h)
+  trigger   send a provider's signed sample event and print the answer (whguard trigger -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see docs/configuration.md).
