@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +50,10 @@ type ProviderConfig struct {
 	// PublicKey verifies the public-key schemes (WHGUARD_<NAME>_PUBLIC_KEY):
 	// sendgrid, base64 DER ECDSA P-256; discord, hex ed25519.
 	PublicKey string
+	// PreviousPublicKeys are older public keys still accepted during a
+	// rotation: a request whose signature PublicKey does not verify is
+	// checked with each of them, in order.
+	PreviousPublicKeys []string
 	// PublicURL is the URL the sender posts to, without query, for schemes
 	// that sign it (twilio, square): WHGUARD_<NAME>_PUBLIC_URL. The received
 	// query string is appended.
@@ -90,6 +96,34 @@ type ProviderConfig struct {
 	// schemes that re-sign (ResignYes; hmac with a timestamp header) take
 	// it. A credential: never logged or shown.
 	BackendSecret string
+	// PreviousBackendSecrets are older backend secrets during a rotation
+	// of BackendSecret: schemes whose header carries several signatures
+	// sign with them too, after BackendSecret; the others ignore them.
+	PreviousBackendSecrets []string
+}
+
+// Keys are the credentials of a provider that may be replaced while it
+// runs (Provider.Rekey), each list current first: Secrets as
+// ProviderConfig.Secrets, PublicKeys as PublicKey then PreviousPublicKeys,
+// BackendSecrets as BackendSecret then PreviousBackendSecrets.
+type Keys struct {
+	Secrets        []string
+	PublicKeys     []string
+	BackendSecrets []string
+}
+
+// withKeys is cfg holding k's credentials.
+func (cfg ProviderConfig) withKeys(k Keys) ProviderConfig {
+	cfg.Secrets = k.Secrets
+	cfg.PublicKey, cfg.PreviousPublicKeys = "", nil
+	if len(k.PublicKeys) > 0 {
+		cfg.PublicKey, cfg.PreviousPublicKeys = k.PublicKeys[0], k.PublicKeys[1:]
+	}
+	cfg.BackendSecret, cfg.PreviousBackendSecrets = "", nil
+	if len(k.BackendSecrets) > 0 {
+		cfg.BackendSecret, cfg.PreviousBackendSecrets = k.BackendSecrets[0], k.BackendSecrets[1:]
+	}
+	return cfg
 }
 
 // HMACConfig configures the generic "hmac" scheme for in-house senders
@@ -112,25 +146,61 @@ type HMACConfig struct {
 	SignedContent string
 }
 
-// Provider verifies the requests of one configured sender. It is immutable
-// and safe for concurrent use.
+// Provider verifies the requests of one configured sender. It is safe for
+// concurrent use. Only its credentials change after NewProvider, and only
+// through Rekey, which replaces them all at once: each call reads them
+// once, so a request is checked, or a delivery signed, with one set.
 type Provider struct {
 	name     string
 	scheme   string
-	verifier Scheme
 	idHeader string
 	volatile []string // top-level JSON fields left out of the content hash
 	// challenges are the scheme's handshakes answered before it sees the
-	// request (challenge.go); verifyToken and crcKey prove or answer them.
+	// request (challenge.go); verifyToken and the keys' crcKey prove or
+	// answer them.
 	challenges  []challenge
 	verifyToken string
-	crcKey      []byte
-	// signer signs deliveries for the backend (Resign): the scheme itself
-	// (the sender's secrets), or with backendSigned a second instance of
-	// it holding the backend secret alone; nil when the scheme cannot
-	// re-sign.
-	signer        resigner
+	// backendSigned: deliveries are signed with a backend secret; Rekey
+	// keeps it so.
 	backendSigned bool
+
+	// spec, cfg and tolerance build the keys again (Rekey); mu serializes
+	// Rekey calls.
+	spec      *schemeSpec
+	cfg       ProviderConfig
+	tolerance time.Duration
+	mu        sync.Mutex
+	keys      atomic.Pointer[keyed]
+}
+
+// keyed is what a provider builds from its credentials.
+type keyed struct {
+	verifier Scheme
+	// older verify with ProviderConfig.PreviousPublicKeys, tried in turn
+	// when verifier finds the signature does not match.
+	older []Scheme
+	// crcKey answers a CRC challenge: the current secret.
+	crcKey []byte
+	// signer signs deliveries for the backend (Resign): the scheme itself
+	// (the sender's secrets), or with a backend secret a second instance of
+	// it holding the backend secrets alone; nil when the scheme cannot
+	// re-sign.
+	signer resigner
+}
+
+// verify checks in with the current key, then, on a signature mismatch,
+// with each previous public key.
+func (k *keyed) verify(in Input, now time.Time) (Verified, error) {
+	v, err := k.verifier.Verify(in, now)
+	if err == nil || len(k.older) == 0 || Reason(err) != ReasonSignatureMismatch {
+		return v, err
+	}
+	for _, o := range k.older {
+		if ov, oerr := o.Verify(in, now); oerr == nil {
+			return ov, nil
+		}
+	}
+	return v, err
 }
 
 // NewProvider checks cfg and returns its Provider. The error names the
@@ -168,35 +238,91 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 	// Build even when a required setting is missing, so that the other
 	// settings' problems are reported too; the missing one's is said once.
 	missing := spec.missing(cfg)
-	v, err := spec.build(cfg, tolerance)
+	k, buildErrs := buildKeys(spec, cfg, tolerance)
 	errs = append(errs, missing...)
-	if len(missing) == 0 {
-		errs = append(errs, err)
-	} else {
+	for _, err := range buildErrs {
+		if len(missing) == 0 {
+			errs = append(errs, err)
+			continue
+		}
 		for _, fe := range FieldErrors(err) {
 			if !slices.ContainsFunc(missing, func(m error) bool { return m.(*FieldError).Field == fe.Field }) {
 				errs = append(errs, fe)
 			}
 		}
 	}
-	signer, _ := v.(resigner)
-	if cfg.BackendSecret != "" {
-		var err error
-		signer, err = backendSigner(spec, cfg, tolerance, v)
-		errs = append(errs, err)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v,
-		challenges: spec.challenges, verifyToken: cfg.VerifyToken, signer: signer, backendSigned: cfg.BackendSecret != ""}
-	if len(cfg.Secrets) > 0 && slices.ContainsFunc(spec.challenges, func(c challenge) bool { return c.answer == answerCRC }) {
-		p.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
-	}
-	if d, ok := v.(volatileDeclarer); ok {
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader,
+		challenges: spec.challenges, verifyToken: cfg.VerifyToken, backendSigned: cfg.BackendSecret != "",
+		spec: spec, cfg: cfg, tolerance: tolerance}
+	p.keys.Store(k)
+	if d, ok := k.verifier.(volatileDeclarer); ok {
 		p.volatile = d.Volatile()
 	}
 	return p, nil
+}
+
+// buildKeys builds what depends on cfg's credentials: the scheme (the
+// error of its build first in errs), one instance per previous public key,
+// and the backend signer.
+func buildKeys(spec *schemeSpec, cfg ProviderConfig, tolerance time.Duration) (*keyed, []error) {
+	v, err := spec.build(cfg, tolerance)
+	errs := []error{err}
+	k := &keyed{verifier: v}
+	k.signer, _ = v.(resigner)
+	if cfg.BackendSecret != "" {
+		k.signer, err = backendSigner(spec, cfg, tolerance, v)
+		errs = append(errs, err)
+	}
+	for i, key := range cfg.PreviousPublicKeys {
+		pcfg := cfg
+		pcfg.PublicKey, pcfg.PreviousPublicKeys = key, nil
+		o, err := spec.build(pcfg, tolerance)
+		if err != nil {
+			for _, fe := range FieldErrors(err) {
+				if fe.Field == FieldPublicKey {
+					// Index 0 is PublicKey itself.
+					errs = append(errs, &FieldError{Field: FieldPublicKey, Index: i + 1, Err: fmt.Errorf("key %d of %d: %w", i+2, len(cfg.PreviousPublicKeys)+1, fe.Err)})
+				}
+			}
+			continue
+		}
+		k.older = append(k.older, o)
+	}
+	if len(cfg.Secrets) > 0 && slices.ContainsFunc(spec.challenges, func(c challenge) bool { return c.answer == answerCRC }) {
+		k.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
+	}
+	return k, errs
+}
+
+// Rekey replaces the provider's credentials with k, for the requests
+// checked and the deliveries signed from then on; the other settings stay
+// as NewProvider was given them. k is checked as NewProvider checks them;
+// when it is refused, the error (FieldErrors naming Secrets, PublicKey or
+// BackendSecret, never a value) is returned and the provider keeps its
+// credentials. A provider built with a backend secret must keep one, and
+// one built without cannot gain one: whether deliveries are signed with a
+// backend secret is settled at start-up.
+func (p *Provider) Rekey(k Keys) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	cfg := p.cfg.withKeys(k)
+	var errs []error
+	if missing := p.spec.missing(cfg); len(missing) > 0 {
+		errs = append(errs, missing...)
+	} else if (cfg.BackendSecret != "") != p.backendSigned {
+		errs = append(errs, fieldErrorf(FieldBackendSecret, "a backend secret can be replaced, not added or removed, while whguard runs"))
+	} else {
+		var keys *keyed
+		keys, errs = buildKeys(p.spec, cfg, p.tolerance)
+		if errors.Join(errs...) == nil {
+			p.keys.Store(keys)
+			return nil
+		}
+	}
+	return fmt.Errorf("rekey provider %q: %w", p.name, errors.Join(errs...))
 }
 
 // secretKeys turns each secret into its HMAC key with decode. Errors count
@@ -250,7 +376,7 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 	if in.Method != "" && in.Method != http.MethodPost {
 		return Event{}, refusef(ReasonUnsupportedEvent, "%w: %s carries no handshake whguard knows; events come by POST", ErrBadRequest, in.Method)
 	}
-	v, err := p.verifier.Verify(in, now)
+	v, err := p.keys.Load().verify(in, now)
 	if err != nil {
 		return Event{}, err
 	}
