@@ -155,7 +155,7 @@ func (p *Provider) answer(ch *challenge, in Input) (Event, error) {
 			return Event{}, refusef(ReasonChallengeRefused, "%w: hub.mode is not subscribe, or hub.verify_token does not match", ErrForbidden)
 		}
 	case proofCredential:
-		c, ok := p.verifier.(credentialChecker)
+		c, ok := p.keys.Load().verifier.(credentialChecker)
 		if !ok {
 			return Event{}, refusef(ReasonChallengeRefused, "%w: handshake cannot be proven", ErrUnauthorized)
 		}
@@ -168,7 +168,7 @@ func (p *Provider) answer(ch *challenge, in Input) (Event, error) {
 		b, _ := json.Marshal(map[string]string{"verification": value})
 		return Event{Handshake: b}, nil
 	case answerCRC:
-		m := hmac.New(sha256.New, p.crcKey)
+		m := hmac.New(sha256.New, p.keys.Load().crcKey)
 		m.Write([]byte(value))
 		b, _ := json.Marshal(map[string]string{"response_token": "sha256=" + base64.StdEncoding.EncodeToString(m.Sum(nil))})
 		return Event{Handshake: b}, nil

@@ -54,7 +54,7 @@ func snsFuzzScheme(f *testing.F) *snsScheme {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := p.verifier.(*snsScheme)
+	s := p.keys.Load().verifier.(*snsScheme)
 	s.keys.client.Transport = noNetwork{}
 	at := time.Date(2022, 7, 28, 22, 0, 0, 0, time.UTC)
 	for u, file := range map[string]string{"https://sns.us-east-2.amazonaws.com" + snsAWSCertPath: "sns-aws-fixture-cert.pem", snsFuzzTestCertURL: "sns-test-cert.pem"} {
@@ -140,7 +140,7 @@ func pubsubFuzzScheme(f *testing.F) (*pubsubScheme, *rsa.PrivateKey) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	s := p.verifier.(*pubsubScheme)
+	s := p.keys.Load().verifier.(*pubsubScheme)
 	s.keys.client.Transport = noNetwork{}
 	key := readRSAKey(f, "jwt-key-1.pem")
 	at := time.Unix(pubsubNow, 0)

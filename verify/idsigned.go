@@ -17,7 +17,7 @@ func (p *Provider) IDSigned() bool {
 	if p.scheme == SchemeNone {
 		return true
 	}
-	if s, ok := p.verifier.(idSigner); ok && p.idHeader != "" {
+	if s, ok := p.keys.Load().verifier.(idSigner); ok && p.idHeader != "" {
 		return s.signsID()
 	}
 	if p.idHeader != "" {

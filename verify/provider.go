@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -48,6 +50,10 @@ type ProviderConfig struct {
 	// PublicKey verifies the public-key schemes (WHGUARD_<NAME>_PUBLIC_KEY):
 	// sendgrid, base64 DER ECDSA P-256; discord, hex ed25519.
 	PublicKey string
+	// PreviousPublicKeys are older public keys still accepted during a
+	// rotation: a request whose signature PublicKey does not verify is
+	// checked with each of them, in order.
+	PreviousPublicKeys []string
 	// PublicURL is the URL the sender posts to, without query, for schemes
 	// that sign it (twilio, square): WHGUARD_<NAME>_PUBLIC_URL. The received
 	// query string is appended.
@@ -90,6 +96,10 @@ type ProviderConfig struct {
 	// schemes that re-sign (ResignYes; hmac with a timestamp header) take
 	// it. A credential: never logged or shown.
 	BackendSecret string
+	// PreviousBackendSecrets are older backend secrets during a rotation
+	// of BackendSecret: schemes whose header carries several signatures
+	// sign with them too, after BackendSecret; the others ignore them.
+	PreviousBackendSecrets []string
 }
 
 // HMACConfig configures the generic "hmac" scheme for in-house senders
@@ -112,25 +122,31 @@ type HMACConfig struct {
 	SignedContent string
 }
 
-// Provider verifies the requests of one configured sender. It is immutable
-// and safe for concurrent use.
+// Provider verifies the requests of one configured sender. It is safe for
+// concurrent use. Only its credentials change after NewProvider, and only
+// through Rekey, which replaces them all at once: each call reads them
+// once, so a request is checked, or a delivery signed, with one set.
 type Provider struct {
 	name     string
 	scheme   string
-	verifier Scheme
 	idHeader string
 	volatile []string // top-level JSON fields left out of the content hash
 	// challenges are the scheme's handshakes answered before it sees the
-	// request (challenge.go); verifyToken and crcKey prove or answer them.
+	// request (challenge.go); verifyToken and the keys' crcKey prove or
+	// answer them.
 	challenges  []challenge
 	verifyToken string
-	crcKey      []byte
-	// signer signs deliveries for the backend (Resign): the scheme itself
-	// (the sender's secrets), or with backendSigned a second instance of
-	// it holding the backend secret alone; nil when the scheme cannot
-	// re-sign.
-	signer        resigner
+	// backendSigned: deliveries are signed with a backend secret; Rekey
+	// keeps it so.
 	backendSigned bool
+
+	// spec, cfg and tolerance build the keys again (Rekey); mu serializes
+	// Rekey calls.
+	spec      *schemeSpec
+	cfg       ProviderConfig
+	tolerance time.Duration
+	mu        sync.Mutex
+	keys      atomic.Pointer[keyed]
 }
 
 // NewProvider checks cfg and returns its Provider. The error names the
@@ -168,32 +184,27 @@ func newProvider(cfg ProviderConfig) (*Provider, error) {
 	// Build even when a required setting is missing, so that the other
 	// settings' problems are reported too; the missing one's is said once.
 	missing := spec.missing(cfg)
-	v, err := spec.build(cfg, tolerance)
+	k, buildErrs := buildKeys(spec, cfg, tolerance)
 	errs = append(errs, missing...)
-	if len(missing) == 0 {
-		errs = append(errs, err)
-	} else {
+	for _, err := range buildErrs {
+		if len(missing) == 0 {
+			errs = append(errs, err)
+			continue
+		}
 		for _, fe := range FieldErrors(err) {
 			if !slices.ContainsFunc(missing, func(m error) bool { return m.(*FieldError).Field == fe.Field }) {
 				errs = append(errs, fe)
 			}
 		}
 	}
-	signer, _ := v.(resigner)
-	if cfg.BackendSecret != "" {
-		var err error
-		signer, err = backendSigner(spec, cfg, tolerance, v)
-		errs = append(errs, err)
-	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader, verifier: v,
-		challenges: spec.challenges, verifyToken: cfg.VerifyToken, signer: signer, backendSigned: cfg.BackendSecret != ""}
-	if len(cfg.Secrets) > 0 && slices.ContainsFunc(spec.challenges, func(c challenge) bool { return c.answer == answerCRC }) {
-		p.crcKey = []byte(cfg.Secrets[0]) // the current secret answers a CRC
-	}
-	if d, ok := v.(volatileDeclarer); ok {
+	p := &Provider{name: cfg.Name, scheme: cfg.Scheme, idHeader: cfg.IDHeader,
+		challenges: spec.challenges, verifyToken: cfg.VerifyToken, backendSigned: cfg.BackendSecret != "",
+		spec: spec, cfg: cfg, tolerance: tolerance}
+	p.keys.Store(k)
+	if d, ok := k.verifier.(volatileDeclarer); ok {
 		p.volatile = d.Volatile()
 	}
 	return p, nil
@@ -250,7 +261,7 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 	if in.Method != "" && in.Method != http.MethodPost {
 		return Event{}, refusef(ReasonUnsupportedEvent, "%w: %s carries no handshake whguard knows; events come by POST", ErrBadRequest, in.Method)
 	}
-	v, err := p.verifier.Verify(in, now)
+	v, err := p.keys.Load().verify(in, now)
 	if err != nil {
 		return Event{}, err
 	}

@@ -148,7 +148,7 @@ func TestPubSubProperties(t *testing.T) {
 			t.Errorf("%+v: %v", cfg, fes)
 		}
 	}
-	def := mustProvider(t, ProviderConfig{Name: "g", Scheme: SchemePubSub, Audience: pubsubAudience}).verifier.(*pubsubScheme)
+	def := mustProvider(t, ProviderConfig{Name: "g", Scheme: SchemePubSub, Audience: pubsubAudience}).keys.Load().verifier.(*pubsubScheme)
 	if got := def.jwksURL.String(); got != "https://www.googleapis.com/oauth2/v3/certs" {
 		t.Errorf("JWKS URL %s", got)
 	}

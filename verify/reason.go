@@ -101,7 +101,7 @@ func (p *Provider) Precheck(h http.Header, rawQuery, method string, now time.Tim
 	if p.idHeader != "" && h.Get(p.idHeader) == "" {
 		return missingHeader(p.idHeader)
 	}
-	_, err := p.verifier.Verify(Input{Header: h, RawQuery: rawQuery, precheck: true}, now)
+	_, err := p.keys.Load().verifier.Verify(Input{Header: h, RawQuery: rawQuery, precheck: true}, now)
 	switch Reason(err) {
 	case ReasonMissingHeader, ReasonMalformedHeader, ReasonTimestampOutsideTolerance:
 		return err

@@ -74,7 +74,7 @@ func ResignSupport(scheme string) string {
 // true for schemes that sign a timestamp with a secret whguard holds
 // (stripe, standard, svix, slack, paddle, zoom, twitch, calendly, zendesk,
 // workos, hubspot, and hmac with a timestamp header).
-func (p *Provider) CanResign() bool { return p.signer != nil }
+func (p *Provider) CanResign() bool { return p.keys.Load().signer != nil }
 
 // BackendSigned tells whether Resign signs with the backend secret
 // (ProviderConfig.BackendSecret) rather than the sender's secrets.
@@ -90,8 +90,8 @@ func (p *Provider) BackendSigned() bool { return p.backendSigned }
 // secret verifies. h must hold a request Check accepted (the id a scheme
 // signs is read from it). It does nothing when CanResign is false.
 func (p *Provider) Resign(h http.Header, body []byte, at time.Time) {
-	if p.signer != nil {
-		p.signer.resign(h, body, at)
+	if s := p.keys.Load().signer; s != nil {
+		s.resign(h, body, at)
 	}
 }
 
@@ -109,7 +109,7 @@ func backendSigner(spec *schemeSpec, cfg ProviderConfig, tolerance time.Duration
 		return nil, fieldErrorf(FieldBackendSecret, "scheme %s re-signs only with a signed timestamp ({HMAC.TimestampHeader}); without one there is nothing to sign with a backend secret", spec.name)
 	}
 	bcfg := cfg
-	bcfg.Secrets = []string{cfg.BackendSecret}
+	bcfg.Secrets = append([]string{cfg.BackendSecret}, cfg.PreviousBackendSecrets...)
 	b, err := spec.build(bcfg, tolerance)
 	if err != nil {
 		var out []error
@@ -134,7 +134,7 @@ func backendSigner(spec *schemeSpec, cfg ProviderConfig, tolerance time.Duration
 // authenticity is the API call), so it is signed for the backend even
 // where received signatures are passed on as they came.
 func (p *Provider) SignUnsigned(h http.Header, body []byte, at time.Time) {
-	r := p.signer
+	r := p.keys.Load().signer
 	if r == nil {
 		return
 	}
@@ -151,8 +151,8 @@ func (p *Provider) SignUnsigned(h http.Header, body []byte, at time.Time) {
 // none). It does nothing when CanResign is false: such schemes' headers
 // are forwarded as received, and cannot verify without the sender's key.
 func (p *Provider) Unsign(h http.Header) {
-	if p.signer != nil {
-		p.signer.unsign(h)
+	if s := p.keys.Load().signer; s != nil {
+		s.unsign(h)
 	}
 }
 

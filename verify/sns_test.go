@@ -200,7 +200,7 @@ func TestSNSAWSFixtures(t *testing.T) {
 // fixture exactly as AWS signed it, and no request leaves the test.
 func TestSNSDefaultHostsFixture(t *testing.T) {
 	p := mustProvider(t, ProviderConfig{Name: "aws", Scheme: SchemeSNS})
-	s := p.verifier.(*snsScheme)
+	s := p.keys.Load().verifier.(*snsScheme)
 	pub, err := parseSNSCert(readTestFile(t, "sns-aws-fixture-cert.pem"))
 	if err != nil {
 		t.Fatal(err)

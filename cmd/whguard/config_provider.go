@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -70,6 +68,7 @@ type providerEnv struct {
 	CatchupWindow   *time.Duration `env:"CATCHUP_WINDOW"`
 
 	PublicKey         string `env:"PUBLIC_KEY"`
+	PublicKeyFile     string `env:"PUBLIC_KEY_FILE"`
 	PublicURL         string `env:"PUBLIC_URL"`
 	HMACAlgorithm     string `env:"HMAC_ALGORITHM"`
 	SignatureHeader   string `env:"SIGNATURE_HEADER"`
@@ -89,6 +88,10 @@ type providerEnv struct {
 	// and pubsub (anyone can subscribe an endpoint otherwise).
 	TopicARNs       []string `env:"TOPIC_ARNS"`
 	ServiceAccounts []string `env:"SERVICE_ACCOUNTS"`
+	// RotationOverlap is how long the values a watched file
+	// (SECRET_FILE, PUBLIC_KEY_FILE, BACKEND_SECRET_FILE) held before it
+	// changed stay accepted; nil when unset (defaultRotationOverlap).
+	RotationOverlap *time.Duration `env:"ROTATION_OVERLAP"`
 }
 
 // providerConfig is a parsed, validated provider.
@@ -119,6 +122,14 @@ type providerConfig struct {
 	syncTimeout time.Duration
 	// catchup is the provider's catch-up, nil when CATCHUP is off.
 	catchup *catchup.Config
+	// keys are the credentials the provider was built with: the secrets
+	// of SECRET, SECRET_FILE and SECRET_PREVIOUS (secretsByVar, in that
+	// order), the public keys and the backend secret; the watched files
+	// replace their part of them (watchedFiles). overlap is
+	// ROTATION_OVERLAP or its default.
+	keys         verify.Keys
+	secretsByVar [3][]string
+	overlap      time.Duration
 }
 
 // validateMode reads MODE and SYNC_TIMEOUT into p.sync and p.syncTimeout.
@@ -166,8 +177,11 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	warnings = append(warnings, p.validateMode(c.ForwardTimeout, ps)...)
 	p.order = p.validateOrder(ps)
 	warnings = append(warnings, p.catchupSettings(ps)...)
+	warnings = append(warnings, p.validateOverlap(ps)...)
 	secrets, from, secretWarnings, ok := p.loadSecrets(ps)
 	warnings = append(warnings, secretWarnings...)
+	publicKeys, keysOK := p.loadPublicKeys(ps)
+	ok = ok && keysOK
 	for _, v := range []struct{ key, value string }{{"VERIFY_TOKEN", p.env.VerifyToken}, {"BASIC_AUTH", p.env.BasicAuth}} {
 		if isPlaceholder(v.value) {
 			ps.addf(p.prefix+v.key, "%s", placeholderProblem)
@@ -179,10 +193,25 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 	}
 	backendSecret, backendVar, backendWarnings := p.backendSecret(ps)
 	warnings = append(warnings, backendWarnings...)
+	p.keys = verify.Keys{Secrets: secrets, PublicKeys: publicKeys}
+	if backendSecret != "" {
+		p.keys.BackendSecrets = []string{backendSecret}
+	}
+	for i, v := range from {
+		k := slices.Index([]string{"SECRET", "SECRET_FILE", "SECRET_PREVIOUS"}, v)
+		p.secretsByVar[k] = append(p.secretsByVar[k], secrets[i])
+	}
+	var (
+		publicKey    string
+		previousKeys []string
+	)
+	if len(publicKeys) > 0 {
+		publicKey, previousKeys = publicKeys[0], publicKeys[1:]
+	}
 	p.verifyCfg = verify.ProviderConfig{
 		Name: p.name, Scheme: p.env.Scheme, Secrets: secrets, BackendSecret: backendSecret,
 		Tolerance: p.env.Tolerance, IDHeader: p.env.IDHeader,
-		PublicKey: p.env.PublicKey, PublicURL: p.env.PublicURL,
+		PublicKey: publicKey, PublicURL: p.env.PublicURL,
 		HMAC: verify.HMACConfig{
 			Algorithm: p.env.HMACAlgorithm, SignatureHeader: p.env.SignatureHeader,
 			Encoding: p.env.SignatureEncoding, Prefix: p.env.SignaturePrefix,
@@ -191,6 +220,7 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 		VerifyToken: p.env.VerifyToken, BasicAuth: p.env.BasicAuth,
 		KeyHosts: p.env.KeyHosts, CAFile: p.env.CAFile, Audience: p.env.Audience,
 		TopicARNs: p.env.TopicARNs, ServiceAccounts: p.env.ServiceAccounts,
+		PreviousPublicKeys: previousKeys,
 	}
 	prov, err := verify.NewProvider(p.verifyCfg)
 	if err == nil {
@@ -215,6 +245,8 @@ func (p *providerConfig) validate(c *config, ps *problems) (warnings []string) {
 			ps.addf(p.prefix+from[fe.Index], "%v", fe)
 		case fe.Field == verify.FieldBackendSecret:
 			ps.addf(p.prefix+backendVar, "%s", fe.Message(func(f string) string { return p.prefix + verifyVars[f] }))
+		case fe.Field == verify.FieldPublicKey && p.env.PublicKeyFile != "":
+			ps.addf(p.prefix+"PUBLIC_KEY_FILE", "%v", fe)
 		default:
 			ps.addf(p.prefix+verifyVars[fe.Field], "%v", fe)
 		}
@@ -309,21 +341,12 @@ func (p *providerConfig) loadSecrets(ps *problems) (out, from, warnings []string
 			return nil, nil, warnings, false
 		}
 		n := len(out)
-		spaced := false
-		sc := bufio.NewScanner(bytes.NewReader(b))
-		for sc.Scan() {
-			// The line ending is not part of the line; other whitespace
-			// around a secret is removed with a warning (once per file).
-			line := strings.TrimSuffix(sc.Text(), "\r")
-			secret := strings.TrimSpace(line)
-			if secret == "" {
-				continue
-			}
+		values, spaced := fileValues(b)
+		for _, secret := range values {
 			if isPlaceholder(secret) {
 				ps.addf(p.prefix+"SECRET_FILE", "the file %s", placeholderProblem)
 				return nil, nil, warnings, false
 			}
-			spaced = spaced || secret != line
 			out, from = append(out, secret), append(from, "SECRET_FILE")
 		}
 		if spaced {

@@ -106,6 +106,8 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_X_ORDER_KEY", "data.object.id", nil, "JSON Pointer into the body (e.g. /data/object/id) or header:<Name>"},
 		{"WHGUARD_X_ORDER_ON_DEAD", "wait", []string{"WHGUARD_X_ORDER_KEY=/data/object/id"}, "skip (a dead event releases its key) or block"},
 		{"WHGUARD_X_PUBLIC_KEY", "zz", []string{"WHGUARD_X_SCHEME=discord"}, "64 hex digits"},
+		{"WHGUARD_X_PUBLIC_KEY_FILE", "/nonexistent/key", []string{"WHGUARD_X_SCHEME=discord"}, "cannot read the file"},
+		{"WHGUARD_X_ROTATION_OVERLAP", "-1m", []string{"WHGUARD_X_SECRET_FILE=/dev/null"}, "0 (the previous secrets refused at once) or a positive Go duration"},
 		{"WHGUARD_X_PUBLIC_URL", "ftp://x/y", []string{"WHGUARD_X_SCHEME=twilio"}, "http(s)://host[:port]/path"},
 		{"WHGUARD_X_HMAC_ALGORITHM", "md5", hmac, "sha256 (the default), sha512 or sha1"},
 		{"WHGUARD_X_SIGNATURE_HEADER", "bad header", hmac, "letters, digits"},

@@ -93,6 +93,11 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		g.AddAfter("alerts", p.alerts, p.migration.ready)
 	}
 	g.AddAfter("forwarder", p.forwarder, p.migration.ready)
+	if p.rotation != nil {
+		// Before the ingress: a secret rotated while whguard starts is
+		// picked up at the first read.
+		g.Add("secret files", p.rotation)
+	}
 	g.Add("ingress listener", p.ingress)
 	if p.catchup != nil {
 		// Last: a GitHub redelivery it asks for comes to the ingress, and

@@ -30,9 +30,11 @@ type parts struct {
 	forwarder startstop.Service
 	// delivering is set once the forwarder has started (after the
 	// migrations): readiness waits for it (ready).
-	delivering     atomic.Bool
-	alerts         startstop.Service // nil: no alerts
-	catchup        startstop.Service // nil: catch-up is off
+	delivering atomic.Bool
+	alerts     startstop.Service // nil: no alerts
+	catchup    startstop.Service // nil: catch-up is off
+	// rotation reads the secret and key files again (nil: none is set).
+	rotation       startstop.Service
 	ingress, admin *listener
 	metrics        *listener // nil: metrics stay on the admin listener
 	// listenerErrs receives a listener's failure to serve.
@@ -140,6 +142,13 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}
 	if cu != nil {
 		apiCfg.Catchup, p.catchup = cu, cu
+	}
+	rot, err := newRotation(cfg, reg, log.Named("rotation"))
+	if err != nil {
+		return nil, err
+	}
+	if rot != nil {
+		p.rotation = rot
 	}
 	adminHandler := admin.NewAdmin(admin.AdminConfig{
 		Ready:        p.ready(j),
