@@ -68,6 +68,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return backends(args, environ, stdout, stderr)
 	case "catchup":
 		return catchupCmd(args, environ, stdout, stderr)
+	case "refusals":
+		return refusalsCmd(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
 	case "healthcheck":
@@ -148,6 +150,7 @@ commands:
   healthcheck  exit 0 when the local readiness endpoint answers, else 1
   backends  list backends, pause and resume deliveries (whguard backends -h)
   catchup   show and run catch-up from the providers' APIs (whguard catchup -h)
+  refusals  the requests refused lately, and why (whguard refusals -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see docs/configuration.md).
