@@ -96,8 +96,8 @@ func (r *Refusals) add(rec Refusal) {
 	}
 }
 
-// List returns the kept refusals, newest first, of provider and with
-// reason when they are not "" (a copy: the caller may keep it).
+// List returns the kept refusals, newest first (by arrival), of provider
+// and with reason when they are not "" (a copy: the caller may keep it).
 func (r *Refusals) List(provider, reason string) []Refusal {
 	out := []Refusal{}
 	if r == nil {
@@ -115,6 +115,10 @@ func (r *Refusals) List(provider, reason string) []Refusal {
 			out = append(out, rec) // Headers is never changed once recorded
 		}
 	}
+	// A record is added once its diagnosis ran, after the answer: one
+	// diagnosed at length may come after a later request's. Newest first
+	// is by arrival.
+	slices.SortStableFunc(out, func(a, b Refusal) int { return b.At.Compare(a.At) })
 	return out
 }
 
