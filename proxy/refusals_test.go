@@ -393,3 +393,26 @@ func TestRefusalsRing(t *testing.T) {
 		t.Fatalf("empty ring lists %v", got)
 	}
 }
+
+// Refusals that verification did not decide are kept too, with a sentence
+// and no diagnosis: a query that is not UTF-8 on a signed request.
+func TestRefusalsKeptBeyondVerification(t *testing.T) {
+	s := newExplainStack(t)
+	req := httptest.NewRequest(http.MethodPost, "/webhooks/stripe-a", strings.NewReader(explBody))
+	req.URL.RawQuery = "note=\xff"
+	req.Header = explStripeHeader(explStripeA, s.clock(), explBody)
+	rec := httptest.NewRecorder()
+	s.ingress.ServeHTTP(rec, req)
+	if rec.Code != http.StatusBadRequest {
+		t.Fatalf("status %d %s", rec.Code, rec.Body)
+	}
+	got := s.refusals.List("stripe-a", proxy.RefusalInvalidQuery)
+	if len(got) != 1 || got[0].Diagnosis != verify.DiagnosisNone || !strings.Contains(got[0].Detail, "not valid UTF-8") ||
+		got[0].BodyBytes != int64(len(explBody)) {
+		t.Fatalf("records %+v", got)
+	}
+	// Not a verification refusal: not in the refusals counter.
+	if n := testutil.CollectAndCount(s.reg, "whguard_ingress_refusals_total"); n != 0 {
+		t.Fatalf("%d refusal series", n)
+	}
+}
