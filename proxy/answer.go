@@ -16,30 +16,33 @@ import (
 // Answering senders: every answer of the ingress goes through reply, which
 // counts it.
 
-// refuse answers a request verify refused: 401 or 400 with verify's
+// refuse answers a request verify refused: 401, 403 or 400 with verify's
 // message, which is written to be shown (it never carries a secret or a
 // signature value); the reason code says why in a word, for the log and
-// the refusals counter.
-func (in *Ingress) refuse(w http.ResponseWriter, name string, err error, start time.Time) {
+// the refusals counter. Then the refusal is explained (explain); body is
+// the request's body when read is set. A 503 (the provider's key host is
+// down) is counted, not explained: the sender retries.
+func (in *Ingress) refuse(w http.ResponseWriter, r *http.Request, route *Route, err error, body []byte, read bool, start time.Time) {
+	name := route.Provider.Name()
 	reason := verify.Reason(err)
-	in.metrics.observeRefusal(name, reason)
+	status, result := http.StatusBadRequest, ResultBadRequest
 	switch {
 	case errors.Is(err, verify.ErrUnauthorized):
-		in.reply(w, name, ResultUnauthorized, http.StatusUnauthorized, errorBody(err.Error()), start, zap.String("reason", reason))
-		return
+		status, result = http.StatusUnauthorized, ResultUnauthorized
 	case errors.Is(err, verify.ErrForbidden):
-		in.reply(w, name, ResultUnauthorized, http.StatusForbidden, errorBody(err.Error()), start, zap.String("reason", reason))
-		return
+		status, result = http.StatusForbidden, ResultUnauthorized
 	case errors.Is(err, verify.ErrUnavailable):
 		// The provider's key host is down: the sender retries later,
 		// never an unverified 2xx.
 		// The cause (the key host's network error) is logged, not shown.
+		in.metrics.observeRefusal(name, reason, verify.DiagnosisNone)
 		w.Header().Set("Retry-After", "5")
 		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("verification keys unavailable, retry later"), start,
 			zap.String("reason", reason), zap.Error(err))
 		return
 	}
-	in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(err.Error()), start, zap.String("reason", reason))
+	in.reply(w, name, result, status, errorBody(err.Error()), start, zap.String("reason", reason))
+	in.explain(w, refused{r: r, provider: name, status: status, reason: reason, check: err, route: route, body: body, read: read, start: start})
 }
 
 // reply answers and records the request; fields are added to the log line

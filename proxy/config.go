@@ -56,6 +56,10 @@ type IngressConfig struct {
 	// duplicates; nil answers them with the 202 body. It is asked only on
 	// a sync route: async duplicates cost no extra query.
 	Replies ReplyReader
+	// Refusals keeps the refused requests, each with its diagnosis, for
+	// the admin API; nil keeps none (they are still diagnosed, counted
+	// and logged).
+	Refusals *Refusals
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any

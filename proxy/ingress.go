@@ -58,7 +58,10 @@ var _ Checker = (*verify.Provider)(nil)
 
 // Ingress is the webhook receiving handler.
 type Ingress struct {
-	routes  map[string]Route
+	routes map[string]Route
+	// peers are the routes' providers, by path: a refused request is
+	// tried against them (explain).
+	peers   []verify.Peer
 	intake  Intake
 	metrics *Metrics
 	log     *zap.Logger
@@ -68,6 +71,10 @@ type Ingress struct {
 	pass    http.Handler
 	guards  guardSet
 	replies ReplyReader
+	// refusals keeps the refused requests (nil: none kept); gate rations
+	// their diagnoses.
+	refusals *Refusals
+	gate     diagnosisGate
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -87,16 +94,18 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		routes[r.Path] = r
 	}
 	in := &Ingress{
-		routes:  routes,
-		intake:  cfg.Intake,
-		metrics: cfg.Metrics,
-		log:     cfg.Logger,
-		now:     cfg.Now,
-		timeout: cfg.CommitTimeout,
-		budget:  newBodyBudget(cfg.MaxBufferedBytes),
-		pass:    cfg.PassThrough,
-		guards:  newGuardSet(cfg.Routes),
-		replies: cfg.Replies,
+		routes:   routes,
+		intake:   cfg.Intake,
+		metrics:  cfg.Metrics,
+		log:      cfg.Logger,
+		now:      cfg.Now,
+		timeout:  cfg.CommitTimeout,
+		budget:   newBodyBudget(cfg.MaxBufferedBytes),
+		pass:     cfg.PassThrough,
+		guards:   newGuardSet(cfg.Routes),
+		replies:  cfg.Replies,
+		refusals: cfg.Refusals,
+		peers:    peersOf(cfg.Routes),
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -147,7 +156,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// never verify costs no buffering.
 	if err := route.Provider.Precheck(r.Header, r.URL.RawQuery, r.Method, in.now()); err != nil {
 		w.Header().Set("Connection", "close") // do not drain its body
-		in.refuse(w, name, err, start)
+		in.refuse(w, r, &route, err, nil, false, start)
 		return
 	}
 	body, release, ok := in.readBody(w, r, route, start)
@@ -157,7 +166,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer release()
 	event, err := route.Provider.Check(verify.Input{Header: r.Header, Body: body, RawQuery: r.URL.RawQuery, Method: r.Method}, in.now())
 	if err != nil {
-		in.refuse(w, name, err, start)
+		in.refuse(w, r, &route, err, body, true, start)
 		return
 	}
 	if event.Handshake != nil {
@@ -202,6 +211,10 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	in.respond(ctx, w, route, event, ev.Ignored, sync, acc, start)
+	if acc.Outcome == journal.Refused {
+		in.explain(w, refused{r: r, provider: name, status: answers[journal.Refused].status, reason: RefusalJournalRefused, route: &route,
+			body: body, read: true, start: start, detail: "verified, but the journal refused the event's data (nothing was written): resending it cannot succeed"})
+	}
 }
 
 // readBody reads the raw body within the route's limit and the budget of
@@ -214,6 +227,12 @@ func (in *Ingress) readBody(w http.ResponseWriter, r *http.Request, route Route,
 		w.Header().Set("Connection", "close")
 		in.reply(w, name, ResultTooLarge, http.StatusRequestEntityTooLarge,
 			errorBody(fmt.Sprintf("body larger than %d bytes", route.MaxBodyBytes)), start)
+		in.explain(w, refused{r: r, provider: name, status: http.StatusRequestEntityTooLarge, reason: RefusalTooLarge, route: &route, start: start,
+			detail: fmt.Sprintf("the body is larger than the %d bytes this path takes (MAX_BODY_BYTES)", route.MaxBodyBytes)})
+	}
+	badRequest := func(reason, msg, detail string) {
+		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody(msg), start)
+		in.explain(w, refused{r: r, provider: name, status: http.StatusBadRequest, reason: reason, route: &route, start: start, detail: detail})
 	}
 	if r.ContentLength > route.MaxBodyBytes {
 		tooLarge()
@@ -237,12 +256,13 @@ func (in *Ingress) readBody(w http.ResponseWriter, r *http.Request, route Route,
 	case errors.Is(err, errTooLarge):
 		tooLarge()
 	case err != nil:
-		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody("could not read the request body"), start)
+		badRequest(RefusalUnreadableBody, "could not read the request body",
+			"the body could not be read: the sender closed the connection, or sent a broken chunked body, before its end")
 	case !utf8.ValidString(r.URL.RawQuery):
 		// Stored as text and forwarded as received: an invalid query is
 		// refused here rather than failing the commit it would share
 		// with other requests.
-		in.reply(w, name, ResultBadRequest, http.StatusBadRequest, errorBody("query string is not valid UTF-8"), start)
+		badRequest(RefusalInvalidQuery, "query string is not valid UTF-8", "the query string is not valid UTF-8")
 	default:
 		return body, release, true
 	}

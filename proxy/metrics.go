@@ -28,8 +28,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"provider", "result"}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "whguard_ingress_refusals_total",
-			Help: "Webhook requests refused by verification (401, 400, 403 and 503), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed).",
-		}, []string{"provider", "reason"}),
+			Help: "Webhook requests refused by verification (401, 400, 403 and 503), by provider, reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed) and diagnosis (wrong_path, wrong_scheme, encoding_hex, encoding_base64, timestamp_ms, clock_skew, body_reserialized, url_mismatch, none).",
+		}, []string{"provider", "reason", "diagnosis"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "whguard_ingress_duration_seconds",
 			Help:    "Time from receiving a webhook to answering it, commit included.",
@@ -84,12 +84,13 @@ func (m *Metrics) observeIgnored(provider string) {
 }
 
 // observeRefusal counts one request refused by verification; reason is one
-// of verify's reason codes (a small fixed set).
-func (m *Metrics) observeRefusal(provider, reason string) {
+// of verify's reason codes and diagnosis one of its diagnosis codes (small
+// fixed sets).
+func (m *Metrics) observeRefusal(provider, reason, diagnosis string) {
 	if m == nil {
 		return
 	}
-	m.refusals.WithLabelValues(provider, reason).Inc()
+	m.refusals.WithLabelValues(provider, reason, diagnosis).Inc()
 }
 
 func (m *Metrics) observeIngress(provider, result string, d time.Duration) {

@@ -43,7 +43,8 @@ func refusalIngress(t *testing.T) (*proxy.Ingress, *prometheus.Registry, *observ
 }
 
 // Each refusal is logged with its reason code (never the signature or a
-// secret) and counted in whguard_ingress_refusals_total{provider,reason}.
+// secret) and counted in whguard_ingress_refusals_total{provider,reason,
+// diagnosis}.
 func TestRefusalReasonsLoggedAndCounted(t *testing.T) {
 	in, reg, logs := refusalIngress(t)
 	now := time.Now()
@@ -94,13 +95,13 @@ func TestRefusalReasonsLoggedAndCounted(t *testing.T) {
 		}
 	}
 	err := testutil.GatherAndCompare(reg, bytes.NewBufferString(`
-# HELP whguard_ingress_refusals_total Webhook requests refused by verification (401, 400, 403 and 503), by provider and reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed).
+# HELP whguard_ingress_refusals_total Webhook requests refused by verification (401, 400, 403 and 503), by provider, reason (missing_header, malformed_header, timestamp_outside_tolerance, signature_mismatch, malformed_body, invalid_event_id, unsupported_event, challenge_refused, untrusted_key_url, key_unavailable, sender_not_allowed) and diagnosis (wrong_path, wrong_scheme, encoding_hex, encoding_base64, timestamp_ms, clock_skew, body_reserialized, url_mismatch, none).
 # TYPE whguard_ingress_refusals_total counter
-whguard_ingress_refusals_total{provider="std",reason="malformed_header"} 1
-whguard_ingress_refusals_total{provider="std",reason="missing_header"} 1
-whguard_ingress_refusals_total{provider="std",reason="signature_mismatch"} 1
-whguard_ingress_refusals_total{provider="std",reason="timestamp_outside_tolerance"} 2
-whguard_ingress_refusals_total{provider="stripe",reason="malformed_body"} 1
+whguard_ingress_refusals_total{diagnosis="clock_skew",provider="std",reason="timestamp_outside_tolerance"} 2
+whguard_ingress_refusals_total{diagnosis="none",provider="std",reason="malformed_header"} 1
+whguard_ingress_refusals_total{diagnosis="none",provider="std",reason="missing_header"} 1
+whguard_ingress_refusals_total{diagnosis="none",provider="std",reason="signature_mismatch"} 1
+whguard_ingress_refusals_total{diagnosis="none",provider="stripe",reason="malformed_body"} 1
 `), "whguard_ingress_refusals_total")
 	if err != nil {
 		t.Error(err)

@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/verify"
 )
 
 // Route is one configured provider on one path.
@@ -85,6 +88,11 @@ func (in *Ingress) route(w http.ResponseWriter, r *http.Request, start time.Time
 		// its webhook handler, unverified.
 		in.reply(w, "", ResultNotFound, http.StatusNotFound, errorBody("no webhook provider on this path"), start,
 			zap.String("path", boundedPath(r.URL.Path)))
+		if r.Method == http.MethodPost {
+			// Webhooks come by POST: other methods are browsers and
+			// scanners, not senders worth explaining.
+			in.explain(w, refused{r: r, status: http.StatusNotFound, reason: RefusalNotFound, start: start})
+		}
 		return route, false
 	}
 	if !route.Provider.Accepts(r.Method) {
@@ -97,4 +105,17 @@ func (in *Ingress) route(w http.ResponseWriter, r *http.Request, start time.Time
 		return route, false
 	}
 	return route, true
+}
+
+// peersOf returns the routes' verify providers with their paths, sorted by
+// path: what a refused request is diagnosed against.
+func peersOf(routes []Route) []verify.Peer {
+	var peers []verify.Peer
+	for _, r := range routes {
+		if p, ok := r.Provider.(*verify.Provider); ok {
+			peers = append(peers, verify.Peer{Path: r.Path, Provider: p})
+		}
+	}
+	slices.SortFunc(peers, func(a, b verify.Peer) int { return strings.Compare(a.Path, b.Path) })
+	return peers
 }

@@ -118,9 +118,9 @@ func linearCheckTimestamp(ms int64, now time.Time, tolerance time.Duration) erro
 	age := now.Sub(time.UnixMilli(ms))
 	switch {
 	case age > tolerance:
-		return refusef(ReasonTimestampOutsideTolerance, "%w: %s older than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
+		return skewed(age, tolerance, "%w: %s older than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
 	case age < -tolerance:
-		return refusef(ReasonTimestampOutsideTolerance, "%w: %s further in the future than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
+		return skewed(age, tolerance, "%w: %s further in the future than the %v tolerance", ErrUnauthorized, linearTimestampField, tolerance)
 	}
 	return nil
 }

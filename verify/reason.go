@@ -56,6 +56,10 @@ const (
 type refusal struct {
 	reason string
 	err    error
+	// skew, for a timestamp outside the tolerance, is how far the signed
+	// time lies behind now (negative: ahead of it); tolerance is the
+	// bound it broke. Diagnose reads them.
+	skew, tolerance time.Duration
 }
 
 func (r *refusal) Error() string { return r.err.Error() }
@@ -65,6 +69,12 @@ func (r *refusal) Unwrap() error { return r.err }
 // ErrBadRequest with %w, and reason says why in a word.
 func refusef(reason, format string, a ...any) error {
 	return &refusal{reason: reason, err: fmt.Errorf(format, a...)}
+}
+
+// skewed is refusef for a signed time skew away from now, beyond
+// tolerance (ReasonTimestampOutsideTolerance).
+func skewed(skew, tolerance time.Duration, format string, a ...any) error {
+	return &refusal{reason: ReasonTimestampOutsideTolerance, err: fmt.Errorf(format, a...), skew: skew, tolerance: tolerance}
 }
 
 // Reason returns the reason code of an error returned by Provider.Check

@@ -84,9 +84,9 @@ func checkTimestamp(ts int64, now time.Time, tolerance time.Duration) error {
 	age := now.Sub(time.Unix(ts, 0))
 	switch {
 	case age > tolerance:
-		return refusef(ReasonTimestampOutsideTolerance, "%w: timestamp older than the %v tolerance", ErrUnauthorized, tolerance)
+		return skewed(age, tolerance, "%w: timestamp older than the %v tolerance", ErrUnauthorized, tolerance)
 	case age < -tolerance:
-		return refusef(ReasonTimestampOutsideTolerance, "%w: timestamp further in the future than the %v tolerance", ErrUnauthorized, tolerance)
+		return skewed(age, tolerance, "%w: timestamp further in the future than the %v tolerance", ErrUnauthorized, tolerance)
 	}
 	return nil
 }

@@ -69,6 +69,8 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		return backends(args, environ, stdout, stderr)
 	case "catchup":
 		return catchupCmd(args, environ, stdout, stderr)
+	case "refusals":
+		return refusalsCmd(args, environ, stdout, stderr)
 	case "demo":
 		return demo(args, stdout, stderr)
 	case "healthcheck":
@@ -152,6 +154,7 @@ commands:
   backends  list backends, pause and resume deliveries (whguard backends -h)
   catchup   show and run catch-up from the providers' APIs (whguard catchup -h)
   trigger   send a provider's signed sample event and print the answer (whguard trigger -h)
+  refusals  the requests refused lately, and why (whguard refusals -h)
   version   print the version
 
 Configuration is read from WHGUARD_* environment variables (see docs/configuration.md).

@@ -129,6 +129,9 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
 	// Duplicates of sync-mode events get the reply stored with them.
 	ingressCfg.Replies = j
+	// Refused requests are kept for the admin API, per replica.
+	refusals := proxy.NewRefusals(proxy.DefaultRefusalsKept)
+	ingressCfg.Refusals = refusals
 	ingress, err := proxy.NewIngress(ingressCfg)
 	if err != nil {
 		return nil, err
@@ -139,7 +142,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	}
 	apiCfg := admin.APIConfig{Store: j, OnReplay: fwd.Wake, Logger: log.Named("api"),
 		RedactHeaders: cfg.RedactHeaders, Providers: providerNames(cfg), Backends: backendControl{fwd}, Overview: j,
-		Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg)}
+		Schemes: providerSchemes(cfg), Origins: backendOrigins(cfg), Refusals: refusals}
 	if cu != nil {
 		apiCfg.Catchup, p.catchup = cu, cu
 	}

@@ -59,6 +59,9 @@ type APIConfig struct {
 	Schemes map[string]string
 	// Catchup, when set, serves /api/catchup (status, and a pass now).
 	Catchup CatchupControl
+	// Refusals, when set, lists this replica's refused requests at GET
+	// /api/refusals (else the list is empty).
+	Refusals RefusalSource
 }
 
 // Validate checks the settings, returning one fields.Error per bad one:
@@ -78,7 +81,8 @@ func (c APIConfig) Validate() error {
 // replaying"). Mount it behind the bearer check (NewAdmin does).
 func NewAPI(cfg APIConfig) http.Handler {
 	a := &api{store: cfg.Store, onReplay: cfg.OnReplay, log: cfg.Logger, redact: newRedactor(cfg.RedactHeaders), providers: cfg.Providers,
-		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes, origins: cfg.Origins, catchup: cfg.Catchup}
+		control: cfg.Backends, overviewSrc: cfg.Overview, schemes: cfg.Schemes, origins: cfg.Origins, catchup: cfg.Catchup,
+		refusalSrc: cfg.Refusals}
 	if a.onReplay == nil {
 		a.onReplay = func() {}
 	}
@@ -100,6 +104,7 @@ func NewAPI(cfg APIConfig) http.Handler {
 	mux.HandleFunc("POST /api/backends/resume", a.resume)
 	mux.HandleFunc("GET /api/catchup", a.catchupStatus)
 	mux.HandleFunc("POST /api/catchup/{provider}", a.catchupRun)
+	mux.HandleFunc("GET /api/refusals", a.refusals)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, map[string]string{"error": "no such API route"})
 	})
@@ -118,6 +123,7 @@ type api struct {
 	schemes     map[string]string
 	origins     []string
 	catchup     CatchupControl
+	refusalSrc  RefusalSource
 }
 
 var validStatus = map[journal.Status]bool{

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+
+	"github.com/whguard/whguard/proxy"
+)
+
+const refusalsUsage = `usage:
+  whguard refusals [-provider P] [-reason R] [-json]
+
+Lists the requests this replica refused lately (the last 1000: 400, 401,
+403, 404 on POST, 413), newest first, each with why (its reason) and what
+whguard could tell of the cause (its diagnosis: wrong_path, wrong_scheme,
+encoding_hex, encoding_base64, timestamp_ms, clock_skew, body_reserialized,
+url_mismatch, none) in a sentence. No header value, secret or body is
+kept; -json also gives each request's header names and body length.
+
+Talks to the admin API at WHGUARD_ADMIN_URL (default: derived from
+WHGUARD_ADMIN_LISTEN) with WHGUARD_ADMIN_TOKEN: each replica keeps its own.
+`
+
+// refusalsCmd runs `whguard refusals …` and returns the exit status.
+func refusalsCmd(args, environ []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprint(stdout, refusalsUsage)
+		return 0
+	}
+	// One command, no subcommands: adminCommand runs it as "list".
+	return adminCommand("refusals", refusalsUsage, append([]string{"list"}, args...), environ, stdout, stderr,
+		map[string]func(*apiClient, []string, io.Writer) error{"list": (*apiClient).refusals})
+}
+
+func (c *apiClient) refusals(args []string, w io.Writer) error {
+	fs := flag.NewFlagSet("refusals", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	provider := fs.String("provider", "", "only this provider's")
+	reason := fs.String("reason", "", "only those refused for this reason (signature_mismatch, not_found, …)")
+	asJSON := fs.Bool("json", false, "print the API's JSON")
+	if err := fs.Parse(args); err != nil {
+		return usageError(err.Error() + "\n" + refusalsUsage)
+	}
+	if fs.NArg() > 0 {
+		return usageError(fmt.Sprintf("unexpected argument %q\n%s", fs.Arg(0), refusalsUsage))
+	}
+	q := url.Values{}
+	for k, v := range map[string]string{"provider": *provider, "reason": *reason} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var raw json.RawMessage
+	if err := c.call(http.MethodGet, "/api/refusals?"+q.Encode(), nil, &raw); err != nil {
+		return err
+	}
+	if *asJSON {
+		_, err := fmt.Fprintf(w, "%s\n", raw)
+		return err
+	}
+	var resp struct {
+		Refusals []proxy.Refusal `json:"refusals"`
+	}
+	if err := json.Unmarshal(raw, &resp); err != nil {
+		return fmt.Errorf("read the admin API's answer: %w", err)
+	}
+	if len(resp.Refusals) == 0 {
+		_, err := fmt.Fprintln(w, "no refused requests kept on this replica")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "AT\tSTATUS\tPROVIDER\tPATH\tREASON\tDIAGNOSIS\tDETAIL")
+	for _, r := range resp.Refusals {
+		provider := r.Provider
+		if provider == "" {
+			provider = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s %s\t%s\t%s\t%s\n", r.At.Local().Format("2006-01-02 15:04:05"), r.Status, provider,
+			r.Method, truncate(r.Path, 60), r.Reason, r.Diagnosis, r.Detail)
+	}
+	return tw.Flush()
+}
