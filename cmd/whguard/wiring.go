@@ -16,6 +16,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/catchup"
+	"github.com/whguard/whguard/internal/probe"
 	"github.com/whguard/whguard/internal/startstop"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
@@ -113,6 +114,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		commitsInFlight = 1
 	}
 	ingressMetrics := proxy.NewMetrics(reg)
+	ingressMetrics.Zero(providerNames(cfg))
 	intake, err := forwarder.NewIntake(forwarder.IntakeConfig{
 		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
 		// A new event is inserted leased and delivered from memory after
@@ -309,11 +311,23 @@ func newCatchup(cfg *config, j journal.Store, ingress *proxy.Ingress, alerts *al
 	return cu, nil
 }
 
-// journalPart is the journal's part of the lifecycle: on PostgreSQL it
-// reports the primary's synchronous standbys (a gauge, and a warning when
-// there is none) from Start; Stop closes the journal.
+// journalUpInterval is how often whguard_journal_up is checked.
+const journalUpInterval = 5 * time.Second
+
+// journalPart is the journal's part of the lifecycle: it keeps
+// whguard_journal_up (the readiness check, every journalUpInterval), and
+// on PostgreSQL it reports the primary's synchronous standbys (a gauge,
+// and a warning when there is none) from Start; Stop closes the journal.
 func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) startstop.Func {
-	part := startstop.Func{StopFunc: func(context.Context) error { j.Close(); return nil }}
+	up := probe.NewGauge(reg, prometheus.GaugeOpts{
+		Name: "whguard_journal_up",
+		Help: "1 while the journal answers within 2 s, is migrated and commits (the readiness check, run every 5 s), else 0.",
+	}, j.Ready, journalUpInterval, 2*time.Second)
+	part := startstop.Func{StartFunc: up.Start, StopFunc: func(ctx context.Context) error {
+		err := up.Stop(ctx)
+		j.Close()
+		return err
+	}}
 	if pg, ok := j.(*journal.Postgres); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "whguard_journal_synchronous_standbys",
@@ -323,7 +337,10 @@ func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) starts
 			Name: "whguard_journal_connection_resets_total",
 			Help: "Times a connection failure found the journal's primary moved (or no host accepting writes) and whguard closed its connections to the old one.",
 		}, func() float64 { return float64(pg.ConnectionResets()) }))
-		part.StartFunc = func(context.Context) error {
+		part.StartFunc = func(ctx context.Context) error {
+			if err := up.Start(ctx); err != nil {
+				return err
+			}
 			return pg.WatchStandbys(cfg.JournalReplication == journal.ReplicatedStorage)
 		}
 	}
