@@ -243,12 +243,13 @@ func TestE2EObservabilityMetricsExist(t *testing.T) {
 		}
 	}
 	var m map[string][]sample
-	waitFor(t, 30*time.Second, "two deliveries done, one dead, and catch-up's event delivered", func() bool {
+	waitFor(t, 30*time.Second, "two deliveries done, one dead, and catch-up's pass recorded and its event delivered", func() bool {
 		m = o.scrape()
 		d := m["whguard_deliveries_total"]
 		return sum(d, map[string]string{"provider": "shop", "outcome": "done"}) == 2 &&
 			sum(d, map[string]string{"provider": "shop", "outcome": "dead"}) == 1 &&
-			sum(d, map[string]string{"provider": "stripe", "outcome": "done"}) == 1
+			sum(d, map[string]string{"provider": "stripe", "outcome": "done"}) == 1 &&
+			sum(m["whguard_catchup_passes_total"], map[string]string{"provider": "stripe", "result": "ok"}) == 1
 	})
 	o.checkServed("after traffic", m)
 	for _, c := range []struct {
