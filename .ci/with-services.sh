@@ -6,7 +6,9 @@
 #   3. else, as root, the Debian packages are installed first.
 # Also makes sure headless Chromium (the inspector's browser test),
 # PgBouncer and redis-sentinel (the failover tests) are installed,
-# installing Debian's packages as root when they are missing.
+# installing Debian's packages as root when they are missing, and unpacks
+# Debian's prometheus package for promtool and a Prometheus server (the
+# observability tests; exported as WHGUARD_TEST_PROMETHEUS).
 # Exports TEST_DATABASE_URL and TEST_REDIS_URL for the tests, and stops and
 # removes whatever it started on exit.
 # WHGUARD_TEST_PG_ADDR / WHGUARD_TEST_REDIS_ADDR override where to look
@@ -122,6 +124,34 @@ if ! command -v pgbouncer >/dev/null && ! [ -x /usr/sbin/pgbouncer ]; then
 fi
 if ! command -v redis-sentinel >/dev/null; then
   apt_install redis-sentinel || log "no redis-sentinel: the Sentinel test runs redis-server --sentinel"
+fi
+
+# The observability tests run promtool and a real Prometheus: Debian's
+# prometheus package unpacked into a cache, never installed (installing it
+# starts a server on :9090, whguard's default admin address). The tests
+# find them through WHGUARD_TEST_PROMETHEUS.
+if [ -z "${WHGUARD_TEST_PROMETHEUS:-}" ] && ! command -v promtool >/dev/null; then
+  prom_cache=${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/whguard-test/prometheus
+  if [ ! -x "$prom_cache/usr/bin/promtool" ] || [ ! -x "$prom_cache/usr/bin/prometheus" ]; then
+    log "unpacking Debian's prometheus package into $prom_cache"
+    if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+      # apt-get download needs the package lists; as root it may refresh them.
+      (apt-cache show prometheus >/dev/null 2>&1) || apt-get update -qq >/dev/null || true
+    fi
+    mkdir -p "$tmp/prom" "$prom_cache"
+    if (cd "$tmp/prom" && apt-get download prometheus >/dev/null 2>&1) &&
+        dpkg -x "$tmp"/prom/prometheus_*.deb "$tmp/prom/x" &&
+        [ -x "$tmp/prom/x/usr/bin/promtool" ]; then
+      rm -rf "$prom_cache/usr"
+      mkdir -p "$prom_cache/usr/bin"
+      cp "$tmp/prom/x/usr/bin/promtool" "$tmp/prom/x/usr/bin/prometheus" "$prom_cache/usr/bin/"
+    else
+      log "no promtool: the observability tests will fail under CI"
+    fi
+  fi
+  if [ -x "$prom_cache/usr/bin/promtool" ]; then
+    export WHGUARD_TEST_PROMETHEUS=$prom_cache/usr/bin
+  fi
 fi
 
 # Run the command as a child we wait for, so an interruption (Ctrl-C, a

@@ -164,6 +164,9 @@ func (f *Forwarder) deliver(j job) {
 	// A replayed event (its attempts count on from an earlier budget) was
 	// received long ago: its age is no acknowledgement-to-delivery latency.
 	f.figures.observe(d.Provider, dec.Outcome, now, now.Sub(d.ReceivedAt), d.Attempt == d.BudgetAttempt)
+	if dec.Outcome == OutcomeDone && d.Attempt == d.BudgetAttempt {
+		f.cfg.Metrics.delivered(d.Provider, now.Sub(d.ReceivedAt))
+	}
 	if dec.Outcome == OutcomeDead && f.cfg.Alerts != nil {
 		f.cfg.Alerts.Dead(d.Provider, f.origins[d.Provider], d.EventID)
 	}

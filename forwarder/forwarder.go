@@ -222,6 +222,7 @@ func New(cfg Config) (*Forwarder, error) {
 		f.refusing[name] = new(atomic.Bool)
 	}
 	f.recovery = newRecoveries(f.origins)
+	cfg.Metrics.zero(cfg.Targets, f.backendOrigins())
 	f.aborted, f.abort = context.WithCancel(context.Background())
 	if h, ok := cfg.Governor.(interface{ OnClose(func(string)) }); ok {
 		h.OnClose(f.breakerClosed) // a closing breaker is a recovery
@@ -253,6 +254,7 @@ func (f *Forwarder) Start(ctx context.Context) error {
 		f.log.Warn("pauses not read at start; nothing is delivered until they are", zap.Error(err))
 	}
 	cancel()
+	f.statsAtStart(ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.started || f.stopped {

@@ -76,6 +76,7 @@ func (f *Forwarder) reapOnce(ctx context.Context) error {
 		f.log.Warn("delivery quarantined (dead): its last attempt's lease expired", zap.Int64("id", r.ID),
 			zap.String("provider", r.Provider), zap.String("event_id", r.EventID))
 		f.figures.observe(r.Provider, OutcomeDead, now, 0, false)
+		f.cfg.Metrics.reapedDead(r.Provider)
 		if f.cfg.Alerts != nil {
 			f.cfg.Alerts.Dead(r.Provider, f.origins[r.Provider], r.EventID)
 		}
@@ -104,6 +105,20 @@ func (f *Forwarder) statsOnce(ctx context.Context) error {
 	}
 	f.cfg.Metrics.setStats(s, f.cfg.Targets)
 	return nil
+}
+
+// statsAtStart reads the status gauges once before Start returns, so
+// that they are there from the first scrape after readiness (the
+// maintainer refreshes them from then on).
+func (f *Forwarder) statsAtStart(ctx context.Context) {
+	if f.cfg.Metrics == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := f.statsOnce(ctx); err != nil {
+		f.log.Warn("event gauges not read at start; they are read again shortly", zap.Error(err))
+	}
 }
 
 // probeBackends checks once, at start, that each backend answers a TCP

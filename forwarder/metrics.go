@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -14,6 +15,7 @@ import (
 type Metrics struct {
 	deliveries *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
+	latency    *prometheus.HistogramVec
 	events     *prometheus.GaugeVec
 	oldest     *prometheus.GaugeVec
 	expired    prometheus.Counter
@@ -34,12 +36,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "whguard_deliveries_total",
-			Help: "Delivery attempts by provider and outcome (done, retry, dead).",
+			Help: "Delivery attempts by provider and outcome (done, retry, dead); dead also counts an event whose last attempt's lease expired (taken back by the reaper).",
 		}, []string{"provider", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "whguard_delivery_duration_seconds",
 			Help:    "Duration of one delivery attempt to the backend.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
+		}, []string{"provider"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "whguard_delivery_latency_seconds",
+			Help:    "Time from acknowledging a webhook to the end of its successful delivery, by provider (retries included; replays are not counted).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600},
 		}, []string{"provider"}),
 		events: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "whguard_events",
@@ -107,7 +114,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Name: "whguard_deliveries_limit",
 		Help: "The adaptive limit of deliveries in flight (grows while the backend keeps up, halves on its failures), at most WHGUARD_FORWARD_CONCURRENCY.",
 	}, read(func(o occupancy) int { return o.limit }))
-	reg.MustRegister(m.deliveries, m.duration, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, m.recoveries, inFlight, recording, claimsWaiting, limit)
+	reg.MustRegister(m.deliveries, m.duration, m.latency, m.events, m.oldest, m.expired, m.retention, m.direct, m.refused, m.holds, m.blocked, m.paused, m.recoveries, inFlight, recording, claimsWaiting, limit)
 	return m
 }
 
@@ -125,6 +132,52 @@ func (m *Metrics) delivery(provider, outcome string, d time.Duration) {
 	}
 	m.deliveries.WithLabelValues(provider, outcome).Inc()
 	m.duration.WithLabelValues(provider).Observe(d.Seconds())
+}
+
+// holdReasons are the reason label's values of whguard_deliveries_held_total.
+var holdReasons = []string{HoldNoBackend, journal.HoldPaused, governor.HoldRate, governor.HoldInFlight, governor.HoldBreaker, governor.HoldUnavailable}
+
+// zero makes the labelled series of each provider and backend exist at 0
+// from start-up: a dashboard shows 0 rather than no data, and the first
+// increase of a counter counts (rate and increase need a sample before it).
+func (m *Metrics) zero(targets map[string]Target, backends []string) {
+	if m == nil {
+		return
+	}
+	for p := range targets {
+		for _, o := range []string{OutcomeDone, OutcomeRetry, OutcomeDead} {
+			m.deliveries.WithLabelValues(p, o)
+		}
+		for _, r := range holdReasons {
+			m.holds.WithLabelValues(p, r)
+		}
+		m.duration.WithLabelValues(p)
+		m.latency.WithLabelValues(p)
+		m.direct.WithLabelValues(p)
+	}
+	for _, b := range backends {
+		for _, c := range []string{RecoveryBreakerClosed, RecoveryResumed, RecoveryAnswered} {
+			m.recoveries.WithLabelValues(b, c)
+		}
+	}
+}
+
+// delivered observes the acknowledgement-to-delivery latency of one event
+// delivered within its first budget of attempts.
+func (m *Metrics) delivered(provider string, latency time.Duration) {
+	if m == nil {
+		return
+	}
+	m.latency.WithLabelValues(provider).Observe(latency.Seconds())
+}
+
+// reapedDead counts an event that went dead because its last attempt's
+// lease expired: an attempt whose outcome is dead.
+func (m *Metrics) reapedDead(provider string) {
+	if m == nil {
+		return
+	}
+	m.deliveries.WithLabelValues(provider, OutcomeDead).Inc()
 }
 
 func (m *Metrics) claimed(provider string) {

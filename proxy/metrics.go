@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/whguard/whguard/verify"
 )
 
 // Metrics holds the ingress metrics (docs/operations.md, "Metrics"). A nil
@@ -60,6 +62,37 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}, []string{"provider", "outcome"})
 	reg.MustRegister(m.requests, m.refusals, m.duration, m.batchSize, m.commitTime, m.commitFails, m.ignored, m.sync)
 	return m
+}
+
+// results are the result label's values of whguard_ingress_requests_total
+// that a provider's path can give (not_found has no provider).
+var results = []string{ResultAccepted, ResultDuplicate, ResultConflict, ResultReplay, ResultUnauthorized, ResultTooLarge,
+	ResultBadRequest, ResultUnavailable, ResultMethodNotAllowed, ResultHandshake}
+
+// refusalReasons are the reason label's values of
+// whguard_ingress_refusals_total.
+var refusalReasons = []string{verify.ReasonMissingHeader, verify.ReasonMalformedHeader, verify.ReasonTimestampOutsideTolerance,
+	verify.ReasonSignatureMismatch, verify.ReasonMalformedBody, verify.ReasonInvalidEventID, verify.ReasonUnsupportedEvent,
+	verify.ReasonChallengeRefused, verify.ReasonKeyUnavailable, verify.ReasonUntrustedKeyURL, verify.ReasonNotAllowed, verify.ReasonOther}
+
+// Zero makes the labelled series of each provider exist at 0 from
+// start-up (and not_found's, which has no provider): a dashboard shows 0
+// rather than no data, and the first increase of a counter counts.
+func (m *Metrics) Zero(providers []string) {
+	if m == nil {
+		return
+	}
+	m.requests.WithLabelValues("", ResultNotFound)
+	for _, p := range providers {
+		for _, r := range results {
+			m.requests.WithLabelValues(p, r)
+		}
+		for _, r := range refusalReasons {
+			m.refusals.WithLabelValues(p, r)
+		}
+		m.duration.WithLabelValues(p)
+		m.ignored.WithLabelValues(p)
+	}
 }
 
 // ObserveCommit records one ingest commit; pass it to the group committer.

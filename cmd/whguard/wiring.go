@@ -16,6 +16,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/catchup"
+	"github.com/whguard/whguard/internal/probe"
 	"github.com/whguard/whguard/internal/startstop"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
@@ -52,9 +53,12 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	up := journalUp(j, reg)
 	p := &parts{
-		journal:      journalPart(cfg, j, reg),
-		migration:    newMigration(j, log),
+		journal: journalPart(cfg, j, up, reg),
+		// The journal is checked once more as the migrations end, before
+		// what waits for them starts: whguard_journal_up is 1 by readiness.
+		migration:    newMigration(j, log, up.Once),
 		listenerErrs: make(chan error, 3),
 	}
 	gov, govSvc, err := newGovernor(ctx, cfg, j, reg, log.Named("governor"))
@@ -115,6 +119,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		commitsInFlight = 1
 	}
 	ingressMetrics := proxy.NewMetrics(reg)
+	ingressMetrics.Zero(providerNames(cfg))
 	intake, err := forwarder.NewIntake(forwarder.IntakeConfig{
 		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
 		// A new event is inserted leased and delivered from memory after
@@ -265,13 +270,15 @@ type migration struct {
 	j     journal.Store
 	log   *zap.Logger
 	ready chan struct{}
+	// then runs once the migrations are done, before ready is closed.
+	then func(ctx context.Context)
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func newMigration(j journal.Store, log *zap.Logger) *migration {
-	return &migration{j: j, log: log, ready: make(chan struct{}), done: make(chan struct{})}
+func newMigration(j journal.Store, log *zap.Logger, then func(ctx context.Context)) *migration {
+	return &migration{j: j, log: log, then: then, ready: make(chan struct{}), done: make(chan struct{})}
 }
 
 func (m *migration) Start(ctx context.Context) error {
@@ -279,6 +286,7 @@ func (m *migration) Start(ctx context.Context) error {
 	go func() {
 		defer close(m.done)
 		if migrateUntilDone(ctx, m.j, m.log) {
+			m.then(ctx)
 			close(m.ready)
 		}
 	}()
@@ -321,11 +329,27 @@ func newCatchup(cfg *config, j journal.Store, ingress *proxy.Ingress, alerts *al
 	return cu, nil
 }
 
-// journalPart is the journal's part of the lifecycle: on PostgreSQL it
-// reports the primary's synchronous standbys (a gauge, and a warning when
-// there is none) from Start; Stop closes the journal.
-func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) startstop.Func {
-	part := startstop.Func{StopFunc: func(context.Context) error { j.Close(); return nil }}
+// journalUpInterval is how often whguard_journal_up is checked.
+const journalUpInterval = 5 * time.Second
+
+// journalUp is whguard_journal_up: the readiness check, every
+// journalUpInterval.
+func journalUp(j journal.Store, reg prometheus.Registerer) *probe.Gauge {
+	return probe.NewGauge(reg, prometheus.GaugeOpts{
+		Name: "whguard_journal_up",
+		Help: "1 while the journal answers within 2 s, is migrated and commits (the readiness check, run every 5 s), else 0.",
+	}, j.Ready, journalUpInterval, 2*time.Second)
+}
+
+// journalPart is the journal's part of the lifecycle: it runs up, and on
+// PostgreSQL it reports the primary's synchronous standbys (a gauge, and
+// a warning when there is none) from Start; Stop closes the journal.
+func journalPart(cfg *config, j journal.Store, up *probe.Gauge, reg prometheus.Registerer) startstop.Func {
+	part := startstop.Func{StartFunc: up.Start, StopFunc: func(ctx context.Context) error {
+		err := up.Stop(ctx)
+		j.Close()
+		return err
+	}}
 	if pg, ok := j.(*journal.Postgres); ok {
 		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "whguard_journal_synchronous_standbys",
@@ -335,7 +359,10 @@ func journalPart(cfg *config, j journal.Store, reg prometheus.Registerer) starts
 			Name: "whguard_journal_connection_resets_total",
 			Help: "Times a connection failure found the journal's primary moved (or no host accepting writes) and whguard closed its connections to the old one.",
 		}, func() float64 { return float64(pg.ConnectionResets()) }))
-		part.StartFunc = func(context.Context) error {
+		part.StartFunc = func(ctx context.Context) error {
+			if err := up.Start(ctx); err != nil {
+				return err
+			}
 			return pg.WatchStandbys(cfg.JournalReplication == journal.ReplicatedStorage)
 		}
 	}

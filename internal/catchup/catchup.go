@@ -134,6 +134,7 @@ func New(o Options) (*Catchup, error) {
 		return nil, err
 	}
 	slices.Sort(c.names)
+	o.Metrics.zero(c.names)
 	if c.log == nil {
 		c.log = zap.NewNop()
 	}

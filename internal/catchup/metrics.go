@@ -37,6 +37,23 @@ const (
 	ActionGaveUp              = "gave_up"
 )
 
+// zero makes the counters' series of each provider exist at 0 from
+// start-up (the timestamp stays absent until a pass succeeds): the first
+// pass then counts in rate and increase.
+func (m *Metrics) zero(providers []string) {
+	if m == nil {
+		return
+	}
+	for _, p := range providers {
+		for _, r := range []string{"ok", "error"} {
+			m.passes.WithLabelValues(p, r)
+		}
+		for _, a := range []string{ActionJournaled, ActionRedeliveryRequested, ActionGaveUp} {
+			m.events.WithLabelValues(p, a)
+		}
+	}
+}
+
 // pass counts one recorded pass (not a dry run).
 func (m *Metrics) pass(provider string, p *journal.CatchupPass) {
 	if m == nil {
