@@ -88,7 +88,9 @@ func (m *Metrics) Zero(providers []string) {
 			m.requests.WithLabelValues(p, r)
 		}
 		for _, r := range refusalReasons {
-			m.refusals.WithLabelValues(p, r)
+			// diagnosis="none" only: every reason × diagnosis would be
+			// hundreds of series per provider, and the rules sum it away.
+			m.refusals.WithLabelValues(p, r, verify.DiagnosisNone)
 		}
 		m.duration.WithLabelValues(p)
 		m.ignored.WithLabelValues(p)
