@@ -107,16 +107,36 @@ func outcomeFor(storedHash, hash string) Outcome {
 	return Conflict
 }
 
-func marshalHeaders(h http.Header) ([]byte, error) {
+// marshalHeaders encodes an event's headers as stored: h, and for each
+// header of was (Event.AsReceived) its received values under
+// receivedPrefix. The two are encoded apart and joined, so the common
+// event costs no copy of its headers.
+func marshalHeaders(h, was http.Header) ([]byte, error) {
 	if h == nil {
 		h = http.Header{}
 	}
-	h = rawHeaderValues(h)
-	b, err := json.Marshal(h)
+	b, err := json.Marshal(rawHeaderValues(h))
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)
 	}
-	return b, nil
+	if len(was) == 0 {
+		return b, nil
+	}
+	marks := make(http.Header, len(was))
+	for name, vs := range was {
+		if vs == nil {
+			vs = []string{} // "[]": absent when received (null would take the slow decoding path)
+		}
+		marks[receivedPrefix+name] = vs
+	}
+	m, err := json.Marshal(rawHeaderValues(marks))
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	if len(b) == 2 { // {}
+		return m, nil
+	}
+	return append(append(b[:len(b)-1], ','), m[1:]...), nil
 }
 
 func nonNil(b []byte) []byte {
