@@ -56,6 +56,10 @@ type IngressConfig struct {
 	// duplicates; nil answers them with the 202 body. It is asked only on
 	// a sync route: async duplicates cost no extra query.
 	Replies ReplyReader
+	// Receipts, when set, records what duplicates were answered, and a
+	// sync-mode sender's answer when it was the backend's reply (the
+	// event's timeline); nil records neither.
+	Receipts ReceiptRecorder
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any
