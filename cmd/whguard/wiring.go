@@ -125,8 +125,9 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	}
 	ingressCfg := cfg.ingress
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
-	// Duplicates of sync-mode events get the reply stored with them.
-	ingressCfg.Replies = j
+	// Duplicates of sync-mode events get the reply stored with them; what
+	// duplicates were answered goes to the events' timelines.
+	ingressCfg.Replies, ingressCfg.Receipts = j, j
 	ingress, err := proxy.NewIngress(ingressCfg)
 	if err != nil {
 		return nil, err

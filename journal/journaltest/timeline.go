@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,22 +25,57 @@ const StoryResends = 3
 // the received one (a delivery re-signed for the backend).
 const StorySignature = "v1,re-signed-for-the-backend"
 
+// Clock is a clock a test moves by hand: Story's, and the store's (an
+// embedded journal opened with its Now).
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock is a Clock reading at.
+func NewClock(at time.Time) *Clock { return &Clock{now: at} }
+
+// Now reads the clock.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Advance moves the clock on by d.
+func (c *Clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
 // Story journals an event of provider "shop" the way whguard records one
 // that was held by the backend's breaker, resent by its sender
 // StoryResends times meanwhile (answered 200), failed twice (503; the
 // second time dead) and was then replayed, and returns its row id. Its
 // headers hold an Authorization credential and the X-Forwarded-For whguard
-// adds (not received). The store's own clock times the holds, the test's
-// the rest (one clock: the database runs beside the test), so the story's
-// order is its time order on every store.
-func Story(t *testing.T, s journal.Store) int64 {
+// adds (not received).
+//
+// With a nil clock the story happens at once, on real time: the store's
+// clock times the holds and the replay, the test's the rest (one clock:
+// the database runs beside the test), so its order is its time order on
+// every store. With a Clock, which must then be the store's too, it takes
+// the time a real one does: the holds last minutes, the replay comes two
+// hours after the last failure.
+func Story(t *testing.T, s journal.Store, clock *Clock) int64 {
 	t.Helper()
 	ctx := context.Background()
+	now, pace := time.Now, func(time.Duration) {}
+	if clock != nil {
+		now, pace = clock.Now, clock.Advance
+	}
 	e := Event("shop", "evt_story", "h-story")
+	e.EventType, e.Body = "order.paid", []byte(`{"type":"order.paid","data":{"order_id":"ord_1042","amount":4200}}`)
 	e.Headers = http.Header{"Webhook-Id": {"evt_story"}, "Webhook-Signature": {"v1,from-the-sender"},
 		"Authorization": {"Bearer sender-credential"}, "X-Forwarded-For": {"203.0.113.7"}, "Content-Type": {"application/json"}}
 	e.AsReceived = http.Header{"X-Forwarded-For": {}}
 	e.Answer = http.StatusAccepted
+	e.ReceivedAt = now()
 	id := AppendOne(t, s, e).ID
 	lease := func() journal.Delivery {
 		t.Helper()
@@ -55,23 +91,30 @@ func Story(t *testing.T, s journal.Store) int64 {
 			t.Fatalf("hold: %d %v", n, err)
 		}
 	}
+	fail := func(st journal.Status, sent journal.HeaderDelta) {
+		t.Helper()
+		f := Finish(lease(), st, http.StatusServiceUnavailable)
+		f.Attempt.StartedAt, f.Attempt.Sent = now(), sent
+		if n, err := CompleteN(s, []journal.Finish{f}); err != nil || n != 1 {
+			t.Fatalf("failure (%s): %d %v", st, n, err)
+		}
+	}
 	// Held twice for the breaker: one hold, going on.
+	pace(200 * time.Millisecond)
 	hold(lease())
+	pace(10 * time.Second)
 	hold(lease())
-	for range StoryResends {
-		if err := s.RecordReceipts(ctx, []journal.Receipt{{ID: id, At: time.Now(), Answer: http.StatusOK}}); err != nil {
+	for i := range StoryResends {
+		pace(time.Duration(30<<i) * time.Second)
+		if err := s.RecordReceipts(ctx, []journal.Receipt{{ID: id, At: now(), Answer: http.StatusOK}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	d := lease()
-	f := Finish(d, journal.StatusRetry, http.StatusServiceUnavailable)
-	f.Attempt.Sent = journal.HeaderDelta{Set: http.Header{"Webhook-Signature": {StorySignature}}}
-	if n, err := CompleteN(s, []journal.Finish{f}); err != nil || n != 1 {
-		t.Fatalf("first failure: %d %v", n, err)
-	}
-	if n, err := CompleteN(s, []journal.Finish{Finish(lease(), journal.StatusDead, http.StatusServiceUnavailable)}); err != nil || n != 1 {
-		t.Fatalf("second failure: %d %v", n, err)
-	}
+	pace(47 * time.Second)
+	fail(journal.StatusRetry, journal.HeaderDelta{Set: http.Header{"Webhook-Signature": {StorySignature}}})
+	pace(36 * time.Second)
+	fail(journal.StatusDead, journal.HeaderDelta{})
+	pace(2 * time.Hour)
 	if err := s.Replay(ctx, id, "backend fixed"); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +171,7 @@ func describe(tl []journal.TimelineEntry) string {
 }
 
 func testTimelineStory(t *testing.T, s journal.Store) {
-	id := Story(t, s)
+	id := Story(t, s, nil)
 	d := Get(t, s, id)
 	CheckStory(t, d.Timeline)
 	// Received as it came: without the X-Forwarded-For whguard set; the
