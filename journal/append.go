@@ -122,14 +122,7 @@ func marshalHeaders(h, was http.Header) ([]byte, error) {
 	if len(was) == 0 {
 		return b, nil
 	}
-	marks := make(http.Header, len(was))
-	for name, vs := range was {
-		if vs == nil {
-			vs = []string{} // "[]": absent when received (null would take the slow decoding path)
-		}
-		marks[receivedPrefix+name] = vs
-	}
-	m, err := json.Marshal(rawHeaderValues(marks))
+	m, err := receivedMarks(was)
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)
 	}
@@ -137,6 +130,45 @@ func marshalHeaders(h, was http.Header) ([]byte, error) {
 		return m, nil
 	}
 	return append(append(b[:len(b)-1], ','), m[1:]...), nil
+}
+
+// receivedMarks encodes was under receivedPrefix keys. The common case,
+// headers none of which was received (no proxy in front), is written
+// directly: most events carry it.
+func receivedMarks(was http.Header) ([]byte, error) {
+	plain := true
+	for name, vs := range was {
+		if len(vs) > 0 || !plainName(name) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		m := make([]byte, 0, 1+len(was)*32)
+		for name := range was {
+			m = append(append(append(append(m, ','), `"`+receivedPrefix...), name...), `":[]`...)
+		}
+		m[0] = '{'
+		return append(m, '}'), nil
+	}
+	marks := make(http.Header, len(was))
+	for name, vs := range was {
+		if vs == nil {
+			vs = []string{} // "[]": absent when received (null would take the slow decoding path)
+		}
+		marks[receivedPrefix+name] = vs
+	}
+	return json.Marshal(rawHeaderValues(marks))
+}
+
+// plainName reports whether a header name needs no escaping in JSON.
+func plainName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return name != ""
 }
 
 func nonNil(b []byte) []byte {

@@ -26,6 +26,11 @@ func TestStoredHeadersKeepWhatWasReceived(t *testing.T) {
 			http.Header{"Forwarded": {"for=x"}},
 			http.Header{"Forwarded": {"for=\xff", "\x00"}}},
 		{"no headers of its own", http.Header{}, http.Header{"X-Forwarded-For": {}}, http.Header{}, http.Header{}},
+		{"no proxy in front",
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"127.0.0.1"}, "X-Forwarded-Proto": {"http"}, "Forwarded": {"for=127.0.0.1"}},
+			http.Header{"X-Forwarded-For": {}, "X-Forwarded-Proto": nil, "Forwarded": {}},
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"127.0.0.1"}, "X-Forwarded-Proto": {"http"}, "Forwarded": {"for=127.0.0.1"}},
+			http.Header{"A": {"1"}}},
 	} {
 		b, err := marshalHeaders(c.headers, c.was)
 		if err != nil {
