@@ -25,7 +25,8 @@ const (
 	// TimelineDuplicate: a later request with the same key and content.
 	TimelineDuplicate = "duplicate"
 	// TimelineConflict: a later request with the same key and other
-	// content (its copy is kept: Conflicts).
+	// content (its copy is kept: Conflicts, which also shows its content
+	// hash).
 	TimelineConflict = "conflict"
 	// TimelineCopy: the same signed body under a fresh event id, caught
 	// by the body guard and recorded on this event, never forwarded.
@@ -68,8 +69,6 @@ type TimelineEntry struct {
 	// Number is a duplicate's count (the 3rd duplicate: 3) or an
 	// attempt's number.
 	Number int `json:"number,omitempty"`
-	// ContentHash is a conflicting copy's.
-	ContentHash string `json:"content_hash,omitempty"`
 	// Reason is a hold's (breaker, paused, rate, order, no_backend, …) or
 	// the reason given for a replay, skip or retry.
 	Reason string `json:"reason,omitempty"`
@@ -215,7 +214,7 @@ func buildTimeline(d *Detail, f timelineFacts) []TimelineEntry {
 			Number: f.duplicates - len(f.last) + i + 1})
 	}
 	for _, c := range f.copies {
-		e := TimelineEntry{Kind: TimelineConflict, At: c.at, Answer: ConflictAnswer, ContentHash: c.hash}
+		e := TimelineEntry{Kind: TimelineConflict, At: c.at, Answer: ConflictAnswer}
 		if c.hash == f.contentHash {
 			e = TimelineEntry{Kind: TimelineCopy, At: c.at, Answer: CopyAnswer}
 		}

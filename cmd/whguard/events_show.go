@@ -205,7 +205,7 @@ func timelineLine(t journal.TimelineEntry, now time.Time) string {
 	case journal.TimelineDuplicate:
 		return fmt.Sprintf("duplicate #%d%s", t.Number, answered)
 	case journal.TimelineConflict:
-		return fmt.Sprintf("conflicting copy (content hash %s)%s: the first payload is kept", t.ContentHash, answered)
+		return "a copy with other content" + answered + ": the first payload is kept (whguard events conflicts)"
 	case journal.TimelineCopy:
 		return "the same body under another event id" + answered + ": recorded, not forwarded"
 	case journal.TimelineHold:
