@@ -1,6 +1,12 @@
 package forwarder
 
-import "time"
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/whguard/whguard/journal"
+)
 
 // SetStopGrace shortens Stop's wait after its deadline, for tests.
 func SetStopGrace(f *Forwarder, d time.Duration) { f.stopGrace = d }
@@ -29,4 +35,14 @@ func FetcherWaitsForSlot(f *Forwarder) bool {
 	f.adm.mu.Lock()
 	defer f.adm.mu.Unlock()
 	return f.adm.slotWait
+}
+
+// BuildWithSent is BuildRequest, also returning what signing changed.
+func BuildWithSent(ctx context.Context, t Target, d journal.Delivery, at time.Time) (*http.Request, journal.HeaderDelta, error) {
+	return buildRequest(ctx, t, d, at)
+}
+
+// AttemptOnce makes one attempt of d to t and returns its record.
+func AttemptOnce(ctx context.Context, t Target, d journal.Delivery) journal.Attempt {
+	return send(ctx, http.DefaultClient, t, d, 5*time.Second, time.Now, false).attempt(d.Attempt)
 }

@@ -9,10 +9,8 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/textproto"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,26 +62,6 @@ func NewClient(timeout time.Duration, concurrency int) *http.Client {
 	}
 }
 
-// hopHeaders are dropped before forwarding (RFC 9110 7.6.1), with the
-// headers the transport sets itself.
-var hopHeaders = []string{
-	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization",
-	"Te", "Trailer", "Transfer-Encoding", "Upgrade",
-	"Content-Length", "Host", "Accept-Encoding",
-	// A journaled "Expect: 100-continue" would make every delivery wait
-	// for an interim answer the body no longer needs.
-	"Expect",
-}
-
-// dropped is hopHeaders as a set of canonical names.
-var dropped = func() map[string]bool {
-	m := make(map[string]bool, len(hopHeaders))
-	for _, h := range hopHeaders {
-		m[textproto.CanonicalMIMEHeaderKey(h)] = true
-	}
-	return m
-}()
-
 // backendURLs caches each target's parsed backend URL (a handful of
 // strings, parsed once instead of once per delivery).
 var backendURLs sync.Map // string → *url.URL
@@ -105,9 +83,16 @@ func parseBackendURL(raw string) (*url.URL, error) {
 // body, received headers minus hop-by-hop ones, the provider's signature
 // made afresh when the target re-signs, plus whguard's headers.
 func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Time) (*http.Request, error) {
+	req, _, err := buildRequest(ctx, t, d, at)
+	return req, err
+}
+
+// buildRequest is BuildRequest, also saying how signing changed the
+// headers (SentHeaders rebuilds the rest from the journal).
+func buildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Time) (*http.Request, journal.HeaderDelta, error) {
 	base, err := parseBackendURL(t.BackendURL)
 	if err != nil {
-		return nil, err
+		return nil, journal.HeaderDelta{}, err
 	}
 	u := *base
 	path := d.Path
@@ -128,7 +113,7 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 	// again cost ~4 % of whguard's CPU while draining a backlog.
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "", bytes.NewReader(d.Body))
 	if err != nil {
-		return nil, err
+		return nil, journal.HeaderDelta{}, err
 	}
 	req.URL, req.Host = &u, u.Host
 	if t.PreserveHost {
@@ -136,54 +121,22 @@ func BuildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 			req.Host = host
 		}
 	}
-	// One pass over the received headers, copying those that go on: the
-	// hop-by-hop ones, those the Connection header names, and whguard's
-	// own (a sender cannot spoof them) stay behind. (A clone followed by a
-	// deletion per hop-by-hop name canonicalised each name again for every
-	// delivery.)
-	var named map[string]bool
-	for _, f := range d.Headers.Values("Connection") {
-		for _, name := range strings.Split(f, ",") {
-			if name = strings.TrimSpace(name); name != "" {
-				if named == nil {
-					named = map[string]bool{}
-				}
-				named[textproto.CanonicalMIMEHeaderKey(name)] = true
-			}
-		}
-	}
-	// The values share one backing array, as Header.Clone's do.
-	nv := 5 // whguard's own, below
-	for _, vs := range d.Headers {
-		nv += len(vs)
-	}
-	sv := make([]string, nv)
-	h := make(http.Header, len(d.Headers)+5)
-	for name, vs := range d.Headers {
-		c := textproto.CanonicalMIMEHeaderKey(name)
-		if dropped[c] || named[c] || strings.HasPrefix(c, "X-Whguard-") {
-			continue
-		}
-		n := copy(sv, vs)
-		h[name], sv = sv[:n:n], sv[n:]
-	}
+	h, sv := forwardedHeaders(d.Headers, ownHeaderCount)
+	var delta journal.HeaderDelta
 	switch {
 	case !t.signs(d):
 		if t.Unsign != nil {
 			t.Unsign(h)
+			delta = signingDelta(d.Headers, h)
 		}
 	case t.Resign != nil:
 		t.Resign(h, d.Body, at)
+		delta = signingDelta(d.Headers, h)
 	}
-	// The names are canonical already: set without canonicalising them.
-	sv = sv[:5:5]
-	sv[0], sv[1], sv[2] = IdempotencyKey(d.Provider, d.EventID), strconv.FormatInt(d.ID, 10), d.EventID
-	sv[3], sv[4] = strconv.Itoa(d.Attempt), d.Provider
-	h[HeaderIdempotencyKey], h[HeaderEventID], h[HeaderSourceEventID] = sv[0:1:1], sv[1:2:2], sv[2:3:3]
-	h[HeaderAttempt], h[HeaderProvider] = sv[3:4:4], sv[4:5:5]
+	setOwnHeaders(h, sv, d.Provider, d.EventID, d.ID, d.Attempt)
 	req.Header = h
 	req.ContentLength = int64(len(d.Body))
-	return req, nil
+	return req, delta, nil
 }
 
 // signs reports whether whguard may sign d for the backend with t's
@@ -205,6 +158,7 @@ func (t Target) signs(d journal.Delivery) bool {
 type sendResult struct {
 	started    time.Time
 	duration   time.Duration
+	sent       journal.HeaderDelta
 	status     int
 	retryAfter string
 	errClass   string
@@ -221,7 +175,7 @@ type sendResult struct {
 func (r sendResult) attempt(number int) journal.Attempt {
 	return journal.Attempt{
 		Number: number, StartedAt: r.started, DurationMS: r.duration.Milliseconds(),
-		StatusCode: r.status, Error: r.errClass, ResponseExcerpt: r.excerpt,
+		StatusCode: r.status, Error: r.errClass, ResponseExcerpt: r.excerpt, Sent: r.sent,
 	}
 }
 
@@ -231,7 +185,8 @@ func send(ctx context.Context, client *http.Client, t Target, d journal.Delivery
 	res := sendResult{started: now()}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := BuildRequest(ctx, t, d, res.started)
+	req, sent, err := buildRequest(ctx, t, d, res.started)
+	res.sent = sent
 	if err != nil {
 		res.errClass = "bad_target"
 		return res

@@ -107,16 +107,68 @@ func outcomeFor(storedHash, hash string) Outcome {
 	return Conflict
 }
 
-func marshalHeaders(h http.Header) ([]byte, error) {
+// marshalHeaders encodes an event's headers as stored: h, and for each
+// header of was (Event.AsReceived) its received values under
+// receivedPrefix. The two are encoded apart and joined, so the common
+// event costs no copy of its headers.
+func marshalHeaders(h, was http.Header) ([]byte, error) {
 	if h == nil {
 		h = http.Header{}
 	}
-	h = rawHeaderValues(h)
-	b, err := json.Marshal(h)
+	b, err := json.Marshal(rawHeaderValues(h))
 	if err != nil {
 		return nil, fmt.Errorf("encode headers: %w", err)
 	}
-	return b, nil
+	if len(was) == 0 {
+		return b, nil
+	}
+	m, err := receivedMarks(was)
+	if err != nil {
+		return nil, fmt.Errorf("encode headers: %w", err)
+	}
+	if len(b) == 2 { // {}
+		return m, nil
+	}
+	return append(append(b[:len(b)-1], ','), m[1:]...), nil
+}
+
+// receivedMarks encodes was under receivedPrefix keys. The common case,
+// headers none of which was received (no proxy in front), is written
+// directly: most events carry it.
+func receivedMarks(was http.Header) ([]byte, error) {
+	plain := true
+	for name, vs := range was {
+		if len(vs) > 0 || !plainName(name) {
+			plain = false
+			break
+		}
+	}
+	if plain {
+		m := make([]byte, 0, 1+len(was)*32)
+		for name := range was {
+			m = append(append(append(append(m, ','), `"`+receivedPrefix...), name...), `":[]`...)
+		}
+		m[0] = '{'
+		return append(m, '}'), nil
+	}
+	marks := make(http.Header, len(was))
+	for name, vs := range was {
+		if vs == nil {
+			vs = []string{} // "[]": absent when received (null would take the slow decoding path)
+		}
+		marks[receivedPrefix+name] = vs
+	}
+	return json.Marshal(rawHeaderValues(marks))
+}
+
+// plainName reports whether a header name needs no escaping in JSON.
+func plainName(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if c := name[i]; c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return name != ""
 }
 
 func nonNil(b []byte) []byte {

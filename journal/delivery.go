@@ -48,6 +48,9 @@ type Attempt struct {
 	// (connection_refused, timeout, …), else "".
 	Error           string `json:"error"`
 	ResponseExcerpt string `json:"response_excerpt"`
+	// Sent is how the headers this attempt sent differ from those built
+	// from the journaled headers alone (shown in Detail.Timeline).
+	Sent HeaderDelta `json:"-"`
 }
 
 // Hold hands one lease back without spending its attempt.

@@ -12,20 +12,69 @@ import (
 
 // decodeHeaders decodes stored headers, a JSON object of string arrays
 // ({"Name": ["v1", "v2"]}, as jsonb or encoding/json writes them), exactly
-// as json.Unmarshal into an http.Header would. Every leased row carries
+// as json.Unmarshal into an http.Header would, and returns them as they
+// are forwarded (without the receivedPrefix keys). Every leased row carries
 // them: reflection-driven json.Unmarshal was 7.6 % of whguard's CPU while
 // draining a backlog. Anything outside the plain shape (null, a surrogate
 // escape, invalid UTF-8, a syntax error) takes json.Unmarshal's path, so
 // the result and the errors are always its own.
 func decodeHeaders(s string) (http.Header, error) {
+	h, _, err := decodeStoredHeaders(s)
+	return h, err
+}
+
+// decodeStoredHeaders decodes stored headers as decodeHeaders does, and
+// also returns them as they were received: with every header the ingress
+// set before journaling put back as it came (receivedPrefix).
+func decodeStoredHeaders(s string) (forwarded, received http.Header, err error) {
 	h, ok := parseHeaders(s)
 	if !ok {
 		h = http.Header{}
 		if err := json.Unmarshal([]byte(s), &h); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return restoreRawValues(h)
+	if h, err = restoreRawValues(h); err != nil {
+		return nil, nil, err
+	}
+	var was map[string][]string
+	for key, vs := range h {
+		if strings.HasPrefix(key, receivedPrefix) {
+			if was == nil {
+				was = map[string][]string{}
+			}
+			was[key[len(receivedPrefix):]] = vs
+			delete(h, key)
+		}
+	}
+	return h, asReceived(h, was), nil
+}
+
+// receivedPrefix marks, in stored headers, what a header the ingress set
+// before journaling (X-Forwarded-For and the like: Event.AsReceived) was
+// when received: its values then, or an empty list when it was not
+// received. A colon never appears in a header name, so the key cannot
+// clash with a received header.
+const receivedPrefix = ":received:"
+
+// asReceived is h with each header of was put back as it was received (an
+// empty list: absent), as a new map; h itself when was is empty.
+func asReceived(h http.Header, was map[string][]string) http.Header {
+	if len(was) == 0 {
+		return h
+	}
+	out := make(http.Header, len(h))
+	for name, vs := range h {
+		out[name] = vs
+	}
+	for name, vs := range was {
+		if len(vs) == 0 {
+			delete(out, name)
+			continue
+		}
+		out[name] = vs
+	}
+	return out
 }
 
 // rawPrefix marks, in stored headers, a header whose values are not valid

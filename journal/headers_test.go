@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -24,6 +25,11 @@ func FuzzDecodeHeaders(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		want := http.Header{}
 		wantErr := json.Unmarshal(b, &want)
+		for k := range want {
+			if strings.HasPrefix(k, receivedPrefix) {
+				delete(want, k) // kept apart: the headers as received
+			}
+		}
 		got, err := decodeHeaders(string(b))
 		if (err != nil) != (wantErr != nil) {
 			t.Fatalf("%q: error %v, json.Unmarshal's %v", b, err, wantErr)

@@ -30,7 +30,7 @@ var justifications = []justification{
 		[]string{"whguard_events_ready", "whguard_events_pkey", "whguard_payloads_pkey"}},
 	{"outcome", "write a batch of outcomes by id and lease token",
 		`ARRAY[7]::bigint[], ARRAY['00000000-0000-0000-0000-000000000000']::uuid[], ARRAY['done'], ARRAY[0]::float8[], ARRAY[''],
-		 ARRAY[1], ARRAY[now()], ARRAY[3]::bigint[], ARRAY[200], ARRAY[''], ARRAY['ok'], ARRAY[true]`, true,
+		 ARRAY[1], ARRAY[now()], ARRAY[3]::bigint[], ARRAY[200], ARRAY[''], ARRAY['ok'], ARRAY[true], ARRAY['']`, true,
 		[]string{"whguard_events_pkey"}},
 	{"existing", "read the stored rows of keys an append did not insert (and the unique constraint itself)",
 		"ARRAY['stripe'], ARRAY['evt_5']", true, []string{"whguard_events_key"}},
@@ -347,7 +347,7 @@ func TestAppendPlanProbesTheKeyOnceTheJournalGrows(t *testing.T) {
 	plan, err := explain(ctx, conn, justification{name: "append", generic: true,
 		args: `ARRAY['stripe'], ARRAY['evt_1'], ARRAY['t'], ARRAY['h'], ARRAY[now()], ARRAY['{}'::jsonb], ARRAY['\x00'::bytea],
 			ARRAY['/'], ARRAY[''], 'whguard_events', '', ARRAY[30::float8], ARRAY['00000000-0000-0000-0000-000000000000'::uuid],
-			ARRAY['g'], ARRAY[''], ARRAY[false], ARRAY[false], ARRAY['stripe'], NULL::text[]`})
+			ARRAY['g'], ARRAY[''], ARRAY[false], ARRAY[false], ARRAY['stripe'], NULL::text[], ARRAY[202]`})
 	if err != nil {
 		t.Fatal(err)
 	}

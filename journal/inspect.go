@@ -36,7 +36,14 @@ type Summary struct {
 // Detail is one event with its payload, attempts, replays and conflicts.
 type Detail struct {
 	Summary
+	// Headers are the journaled headers, as whguard forwards them (the
+	// received ones with X-Forwarded-For and the like set).
 	Headers http.Header `json:"headers"`
+	// ReceivedHeaders are the headers exactly as received, without those
+	// whguard adds when forwarding.
+	ReceivedHeaders http.Header `json:"received_headers"`
+	// Timeline is everything that happened to the event, in time order.
+	Timeline []TimelineEntry `json:"timeline"`
 	// Body is the raw body when it is valid UTF-8; otherwise BodyBase64.
 	Body       string    `json:"body"`
 	BodyBase64 []byte    `json:"body_base64,omitempty"`
@@ -169,12 +176,14 @@ func skipRefusal(id int64, skipped, found bool) error {
 // argument wherever it appears.
 func attemptsOf(rows string) string {
 	return `
-SELECT number, started_at, duration_ms, status_code, error, response_excerpt FROM (
+SELECT number, started_at, duration_ms, status_code, error, response_excerpt, sent FROM (
     SELECT 1 AS number, first_started_at AS started_at, first_duration_ms AS duration_ms,
-           first_status_code AS status_code, '' AS error, coalesce(first_excerpt, '') AS response_excerpt, CAST(0 AS bigint) AS id
+           first_status_code AS status_code, '' AS error, coalesce(first_excerpt, '') AS response_excerpt, CAST(0 AS bigint) AS id,
+           coalesce(CAST(first_sent_headers AS text), '') AS sent
     FROM whguard_events WHERE id = $1 AND first_started_at IS NOT NULL
     UNION ALL
-    SELECT t.number, t.started_at, t.duration_ms, t.status_code, t.error, t.response_excerpt, t.id
+    SELECT t.number, t.started_at, t.duration_ms, t.status_code, t.error, t.response_excerpt, t.id,
+           coalesce(CAST(t.sent_headers AS text), '')
     FROM ` + rows + `) a
 ORDER BY number, id`
 }

@@ -73,6 +73,11 @@ type Store interface {
 	RecordMinutes(ctx context.Context, replica string, ms []Minute) error
 	Minutes(ctx context.Context, since time.Time) ([]Minute, error)
 
+	// RecordReceipts records requests that brought events after they were
+	// answered: duplicates (how many, and the latest MaxReceipts with
+	// their answers), and a first answer not known at the append.
+	RecordReceipts(ctx context.Context, rs []Receipt) error
+
 	// Catch-up's state (catchup.go): which of ids the journal has, one
 	// pass at a time across replicas, what the passes did, and the
 	// redeliveries asked of GitHub.
@@ -126,9 +131,20 @@ type Event struct {
 	EventID     string
 	EventType   string
 	ContentHash string
-	// Headers are the received headers, stored so the forwarder can pass
-	// them on (the provider's signature headers included).
+	// Headers are the headers to forward: the received ones (the
+	// provider's signature headers included) with those the ingress sets
+	// on top of them (X-Forwarded-For, …: AsReceived).
 	Headers http.Header
+	// AsReceived holds, for each header the ingress set in Headers, its
+	// values as received: an empty list when it was not received. Headers
+	// with these put back is the request's headers exactly as received
+	// (Detail.ReceivedHeaders). Stored with Headers, never forwarded.
+	AsReceived http.Header
+	// Answer is the HTTP status the sender is answered with when the event
+	// is new (202, or 200 with a fixed reply); 0 when it is not known yet
+	// (a sync-mode sender may get the backend's reply: RecordReceipts
+	// records it then).
+	Answer int
 	// Body holds the exact received bytes.
 	Body []byte
 	// Path and RawQuery are the received request path and query string.

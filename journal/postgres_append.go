@@ -40,7 +40,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	received := make([]time.Time, n)
 	leaseSecs, tokens := make([]float64, n), make([]pgtype.UUID, n)
 	guards, orderKeys, orderBlock := make([]string, n), make([]string, n), make([]bool, n)
-	ignored, schemes := make([]bool, n), make([]string, n)
+	ignored, schemes, answers := make([]bool, n), make([]string, n), make([]int32, n)
 	// sources stays empty while every event is a plain webhook (nearly
 	// always): unnest pads it with NULLs, read as webhook, and the batch
 	// encodes no array for it.
@@ -49,7 +49,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	now := time.Now()
 	for i, e := range entries {
 		leaseSecs[i], tokens[i], guards[i] = e.ev.LeaseFor.Seconds(), pgUUID(e.ev.LeaseToken), guardOf(e.ev)
-		ignored[i], schemes[i] = e.ev.Ignored, e.ev.Scheme
+		ignored[i], schemes[i], answers[i] = e.ev.Ignored, e.ev.Scheme, int32(e.ev.Answer)
 		if arg := e.ev.sourceArg(); arg != SourceWebhook {
 			if sources == nil {
 				sources = make([]string, n)
@@ -70,7 +70,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		claimsOnly = claimsOnly && (e.ev.LeaseFor > 0 && orderKeys[i] == "" || e.ev.Ignored)
 		providers[i], ids[i], types[i], hashes[i] = e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash
 		paths[i], queries[i], bodies[i] = e.ev.Path, e.ev.RawQuery, nonNil(e.ev.Body)
-		h, err := marshalHeaders(e.ev.Headers)
+		h, err := marshalHeaders(e.ev.Headers, e.ev.AsReceived)
 		if err != nil {
 			return nil, err
 		}
@@ -94,14 +94,14 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
 	args := []any{providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources}
-	ins, err := p.insertBatch(ctx, sqlAppend, providers, orderKeys, entries, args)
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources, answers}
+	ins, err := p.insertBatch(ctx, sqlAppend, providers, orderKeys, received, entries, args)
 	if isUniqueViolation(err) {
 		// A concurrent batch committed one of these keys after this
 		// statement's snapshot: the constraint refused the plain insert
 		// (nothing of it is committed). The same batch with ON CONFLICT
 		// DO NOTHING waits for no one and sorts new keys from old.
-		ins, err = p.insertBatch(ctx, sqlAppendOnConflict, providers, orderKeys, entries, args)
+		ins, err = p.insertBatch(ctx, sqlAppendOnConflict, providers, orderKeys, received, entries, args)
 	}
 	if err != nil {
 		return p.appendFailed(ctx, events, err)
@@ -178,7 +178,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 		if !recordsCopy(results[i].Outcome) {
 			continue
 		}
-		h, err := marshalHeaders(events[i].Headers)
+		h, err := marshalHeaders(events[i].Headers, events[i].AsReceived)
 		if err == nil {
 			_, err = p.ingest.Exec(ctx, sqlInsertConflict, results[i].ID, events[i].ContentHash, h, nonNil(events[i].Body), maxCopies)
 		}
@@ -201,9 +201,11 @@ type insertedBatch struct {
 
 // insertBatch runs stmt (sqlAppend or sqlAppendOnConflict) over the
 // batch's arguments and commits it, in a transaction holding the batch's
-// order-key locks when it has ordered events. An error means nothing of
-// it is committed.
-func (p *Postgres) insertBatch(ctx context.Context, stmt string, providers, orderKeys []string, entries []*batchEntry, args []any) (insertedBatch, error) {
+// order-key locks when it has ordered events, which also records the
+// holds of those inserted behind their key (received: each entry's
+// receipt time). An error means nothing of it is committed.
+func (p *Postgres) insertBatch(ctx context.Context, stmt string, providers, orderKeys []string, received []time.Time,
+	entries []*batchEntry, args []any) (insertedBatch, error) {
 	n := len(entries)
 	out := insertedBatch{refs: make([]existingRow, n), isNew: make([]bool, n), behind: make([]bool, n)}
 	var q interface {
@@ -244,7 +246,19 @@ func (p *Postgres) insertBatch(ctx context.Context, stmt string, providers, orde
 		return nil
 	})
 	if err == nil && tx != nil {
-		err = tx.Commit(ctx)
+		var ids []int64
+		var at []time.Time
+		for i, b := range out.behind {
+			if b && out.isNew[i] {
+				ids, at = append(ids, out.refs[i].id), append(at, received[i])
+			}
+		}
+		if len(ids) > 0 {
+			_, err = tx.Exec(ctx, sqlOrderHolds, ids, at)
+		}
+		if err == nil {
+			err = tx.Commit(ctx)
+		}
 	}
 	return out, err
 }

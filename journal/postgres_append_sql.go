@@ -11,7 +11,8 @@ package journal
 // ignored one, $17, as status ignored and never leased; the scheme it was
 // verified with, $18, with its payload; how it came in, $19, where
 // 'asked' means catch-up when catch-up asked the provider for its id; empty
-// when every event is a webhook),
+// when every event is a webhook; what its sender is answered, $20, 0 when
+// not known yet),
 // NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
@@ -41,14 +42,14 @@ WITH input AS (
            END AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
-                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[])
+                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::int[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, ord)
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, answer, ord)
     ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard,
-                                order_key, order_block, order_holds, source)
+                                order_key, order_block, order_holds, source, first_answer)
     SELECT provider, event_id, event_type, content_hash, received_at,
            CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
            CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
@@ -56,7 +57,7 @@ WITH input AS (
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN lease_token END,
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
            NULLIF(guard, ''),
-           NULLIF(order_key, ''), order_block, order_key <> '', source
+           NULLIF(order_key, ''), order_block, order_key <> '', source, NULLIF(answer, 0)
     FROM input ` + where + `ORDER BY ord
     ` + onConflict + `
     RETURNING id, provider, event_id, received_at
@@ -120,3 +121,9 @@ const sqlInsertConflict = `
 INSERT INTO whguard_conflicts (event_row_id, content_hash, headers, body)
 SELECT $1, $2, $3, $4
 WHERE (SELECT count(*) FROM whguard_conflicts WHERE event_row_id = $1) < $5`
+
+// sqlOrderHolds records that events inserted behind their order key's
+// holder wait for their turn from when they were received.
+const sqlOrderHolds = `
+INSERT INTO whguard_holds (event_row_id, reason, from_at, attempts)
+SELECT id, '` + HeldOrder + `', at, 0 FROM unnest($1::bigint[], $2::timestamptz[]) AS h(id, at)`

@@ -57,7 +57,7 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 	retryIn := make([]float64, n)
 	numbers, durations, codes := make([]int32, n), make([]int64, n), make([]int32, n)
 	started := make([]time.Time, n)
-	errs, excerpts := make([]string, n), make([]string, n)
+	errs, excerpts, sent := make([]string, n), make([]string, n), make([]string, n)
 	onRow := make([]bool, n)
 	for i, f := range fs {
 		f = f.storable()
@@ -65,11 +65,11 @@ func (p *Postgres) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 		retryIn[i] = f.RetryIn.Seconds()
 		numbers[i], durations[i], codes[i] = int32(f.Attempt.Number), f.Attempt.DurationMS, int32(f.Attempt.StatusCode)
 		started[i], errs[i], excerpts[i] = f.Attempt.StartedAt, f.Attempt.Error, f.Attempt.ResponseExcerpt
-		onRow[i] = f.onEventRow()
+		onRow[i], sent[i] = f.onEventRow(), f.Attempt.Sent.encode()
 	}
 	var done []int64
 	err := p.queue.QueryRow(ctx, sqlComplete, ids, tokens, statuses, retryIn, lastErrs,
-		numbers, started, durations, codes, errs, excerpts, onRow).Scan(&done)
+		numbers, started, durations, codes, errs, excerpts, onRow, sent).Scan(&done)
 	if err != nil {
 		return nil, fmt.Errorf("complete %d deliveries: %w", n, err)
 	}
@@ -111,11 +111,19 @@ func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
 			id             int64
 			attempts, base int
 			failedBefore   bool
+			// The holds with a reason, for the event's timeline, with the
+			// attempts made before each.
+			why     []int64
+			whyText []string
+			made    []int32
 		)
 		_, err = pgx.ForEachRow(rows, []any{&id, &attempts, &base, &failedBefore}, func() error {
 			held = append(held, id)
 			statuses = append(statuses, string(afterHold(attempts, base, failedBefore)))
 			ss, rs = append(ss, secs[id]), append(rs, reasons[id])
+			if reasons[id] != "" {
+				why, whyText, made = append(why, id), append(whyText, reasons[id]), append(made, int32(attempts-1))
+			}
 			return nil
 		})
 		if err != nil || len(held) == 0 {
@@ -123,6 +131,9 @@ func (p *Postgres) Hold(ctx context.Context, hs []Hold) (int, error) {
 		}
 		tag, err := tx.Exec(ctx, sqlHold, held, statuses, ss, rs)
 		n = int(tag.RowsAffected())
+		if err == nil && len(why) > 0 {
+			_, err = tx.Exec(ctx, sqlRecordHolds, why, whyText, made)
+		}
 		return err
 	})
 	if err != nil {
@@ -244,8 +255,8 @@ ORDER BY l.id`
 var sqlComplete = `
 WITH f AS (
     SELECT * FROM unnest($1::bigint[], $2::uuid[], $3::text[], $4::float8[], $5::text[],
-                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[], $12::bool[])
-           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt, on_row)
+                         $6::int[], $7::timestamptz[], $8::bigint[], $9::int[], $10::text[], $11::text[], $12::bool[], $13::text[])
+           AS f(id, token, status, retry_in, last_error, number, started_at, duration_ms, status_code, error, excerpt, on_row, sent)
 ), upd AS (
     UPDATE whguard_events ev
     SET status = f.status,
@@ -253,6 +264,7 @@ WITH f AS (
         first_duration_ms = CASE WHEN f.on_row THEN f.duration_ms ELSE ev.first_duration_ms END,
         first_status_code = CASE WHEN f.on_row THEN f.status_code ELSE ev.first_status_code END,
         first_excerpt = CASE WHEN f.on_row THEN f.excerpt ELSE ev.first_excerpt END,
+        first_sent_headers = CASE WHEN f.on_row THEN NULLIF(f.sent, '')::jsonb ELSE ev.first_sent_headers END,
         next_attempt_at = CASE WHEN f.status = 'retry' THEN now() + make_interval(secs => f.retry_in) ELSE ev.next_attempt_at END,
         last_error = f.last_error,
         hold_reason = '',
@@ -270,8 +282,8 @@ WITH f AS (
     WHERE w.id IN (SELECT ` + nextInLine + ` FROM upd u WHERE u.order_key IS NOT NULL AND NOT u.order_holds)
       AND w.next_attempt_at = ` + pgParked + `
 ), att AS (
-    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, day)
-    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt,
+    INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, sent_headers, day)
+    SELECT f.id, f.number, f.started_at, f.duration_ms, f.status_code, f.error, f.excerpt, NULLIF(f.sent, '')::jsonb,
            ` + writeDay(attemptsTable, "upd.received_at") + `
     FROM f JOIN upd ON upd.id = f.id
     WHERE NOT f.on_row

@@ -163,8 +163,14 @@ WHERE ev.id = $1`, id)
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	d.AttemptLog, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (Attempt, error) {
-		var a Attempt
-		err := r.Scan(&a.Number, &a.StartedAt, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt)
+		var (
+			a    Attempt
+			sent string
+		)
+		if err := r.Scan(&a.Number, &a.StartedAt, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt, &sent); err != nil {
+			return a, err
+		}
+		a.Sent, err = decodeDelta(sent)
 		return a, err
 	})
 	if err != nil {

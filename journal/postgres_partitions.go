@@ -101,7 +101,7 @@ func partitionName(parent string, day time.Time) string {
 // partitionColumns are each partitioned table's columns but day.
 var partitionColumns = map[string]string{
 	payloadsTable: "event_row_id, headers, body, path, raw_query, scheme",
-	attemptsTable: "id, event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt",
+	attemptsTable: "id, event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, sent_headers",
 }
 
 // partitionStatistics are the per-column statistics targets each new
@@ -110,7 +110,8 @@ var partitionColumns = map[string]string{
 var partitionStatistics = map[string]string{
 	payloadsTable: `ALTER COLUMN event_row_id SET STATISTICS 10, ALTER COLUMN headers SET STATISTICS 0,
 		ALTER COLUMN body SET STATISTICS 0, ALTER COLUMN path SET STATISTICS 10, ALTER COLUMN raw_query SET STATISTICS 10`,
-	attemptsTable: `ALTER COLUMN error SET STATISTICS 0, ALTER COLUMN response_excerpt SET STATISTICS 0`,
+	attemptsTable: `ALTER COLUMN error SET STATISTICS 0, ALTER COLUMN response_excerpt SET STATISTICS 0,
+		ALTER COLUMN sent_headers SET STATISTICS 0`,
 }
 
 // dayRange reads parent's range of day partitions; ok is false when it

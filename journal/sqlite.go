@@ -293,7 +293,7 @@ func eachRow(rows *sql.Rows, fn func() error, dest ...any) error {
 // sqliteHot lists the write path's statements (sqlite_append.go,
 // sqlite_delivery.go), prepared once on the writer connection (see
 // SQLite.prepareHot).
-var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteKeyHeld, sqliteLease, sqlitePayload, sqliteComplete, sqliteUnparkNext, sqliteInsertAttempt, sqliteHeldRow, sqliteHold, sqliteReap, sqliteReapRow, sqliteUnparkHeads}
+var sqliteHot = []string{sqliteInsertEvent, sqliteInsertPayload, sqliteExistingByKey, sqliteKeyHeld, sqliteLease, sqlitePayload, sqliteComplete, sqliteUnparkNext, sqliteInsertAttempt, sqliteHeldRow, sqliteHold, sqliteRecordHold, sqliteReap, sqliteReapRow, sqliteUnparkHeads}
 
 // Identity is the host and the journal file's absolute path: one process
 // on one host owns the file.

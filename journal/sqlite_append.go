@@ -72,12 +72,16 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 			if ahead >= 2 {
 				due = sqliteParked // see pgParked
 			}
+			var answer any
+			if e.ev.Answer != 0 {
+				answer = e.ev.Answer
+			}
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
-				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil, source).Scan(&id)
+				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil, source, answer).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
-				h, err := marshalHeaders(e.ev.Headers)
+				h, err := marshalHeaders(e.ev.Headers, e.ev.AsReceived)
 				if err != nil {
 					return err
 				}
@@ -90,6 +94,12 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 					return fmt.Errorf("insert payload: %w", err)
 				}
 				ref, isNew = existingRow{id: id, hash: e.ev.ContentHash, catchup: source == SourceCatchup}, true
+				if behind {
+					// It waits for its turn from when it was received.
+					if _, err := tx.ExecContext(ctx, sqliteInsertHold, id, HeldOrder, received, 0); err != nil {
+						return fmt.Errorf("record the order hold: %w", err)
+					}
+				}
 			case errors.Is(err, sql.ErrNoRows):
 				var stored string
 				err := tx.QueryRowContext(ctx, sqliteExistingByKey, e.ev.Provider, e.ev.EventID).Scan(&ref.id, &ref.hash, &stored)
@@ -114,7 +124,7 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 			if !recordsCopy(results[i].Outcome) {
 				continue
 			}
-			h, err := marshalHeaders(events[i].Headers)
+			h, err := marshalHeaders(events[i].Headers, events[i].AsReceived)
 			if err != nil {
 				return err
 			}
@@ -138,8 +148,8 @@ const (
 	sqliteInsertEvent = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
                             status, attempts, lease_token, lease_expires_at, body_guard,
-                            order_key, order_block, order_holds, source)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            order_key, order_block, order_holds, source, first_answer)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id`
 	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme) VALUES (?, ?, ?, ?, ?, ?)`

@@ -77,9 +77,13 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 				holds    bool
 			)
 			a, onRow := f.Attempt, f.onEventRow()
+			var sent any
+			if enc := a.Sent.encode(); enc != "" {
+				sent = enc
+			}
 			err := tx.QueryRowContext(ctx, sqliteComplete,
 				string(f.Status), next, f.LastError, now.UnixNano(), f.ID, f.LeaseToken[:],
-				onRow, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.ResponseExcerpt).Scan(&provider, &orderKey, &holds)
+				onRow, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.ResponseExcerpt, sent).Scan(&provider, &orderKey, &holds)
 			if errors.Is(err, sql.ErrNoRows) {
 				continue // the lease was lost
 			}
@@ -95,7 +99,7 @@ func (s *SQLite) Complete(ctx context.Context, fs []Finish) ([]int64, error) {
 			if onRow {
 				continue // recorded on its row by sqliteComplete
 			}
-			if _, err := tx.ExecContext(ctx, sqliteInsertAttempt, f.ID, a.Number, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.Error, a.ResponseExcerpt); err != nil {
+			if _, err := tx.ExecContext(ctx, sqliteInsertAttempt, f.ID, a.Number, a.StartedAt.UnixNano(), a.DurationMS, a.StatusCode, a.Error, a.ResponseExcerpt, sent); err != nil {
 				return fmt.Errorf("record attempt of event %d: %w", f.ID, err)
 			}
 		}
@@ -129,9 +133,15 @@ func (s *SQLite) Hold(ctx context.Context, hs []Hold) (int, error) {
 			if err != nil {
 				return err
 			}
+			reason := storableText(h.Reason, maxErrorBytes)
 			if _, err := tx.ExecContext(ctx, sqliteHold, string(afterHold(attempts, base, failedBefore)), now.Add(h.For).UnixNano(),
-				storableText(h.Reason, maxErrorBytes), now.UnixNano(), h.ID); err != nil {
+				reason, now.UnixNano(), h.ID); err != nil {
 				return err
+			}
+			if reason != "" {
+				if _, err := tx.ExecContext(ctx, sqliteRecordHold, h.ID, reason, now.UnixNano(), attempts-1); err != nil {
+					return fmt.Errorf("record the hold of event %d: %w", h.ID, err)
+				}
 			}
 			n++
 		}
@@ -217,7 +227,8 @@ SET status = ?1, next_attempt_at = coalesce(?2, next_attempt_at), last_error = ?
     first_started_at = CASE WHEN ?7 THEN ?8 ELSE first_started_at END,
     first_duration_ms = CASE WHEN ?7 THEN ?9 ELSE first_duration_ms END,
     first_status_code = CASE WHEN ?7 THEN ?10 ELSE first_status_code END,
-    first_excerpt = CASE WHEN ?7 THEN ?11 ELSE first_excerpt END
+    first_excerpt = CASE WHEN ?7 THEN ?11 ELSE first_excerpt END,
+    first_sent_headers = CASE WHEN ?7 THEN ?12 ELSE first_sent_headers END
 WHERE id = ?5 AND lease_token = ?6 AND status = 'processing'
 RETURNING provider, order_key, order_holds`
 	// sqliteUnparkNext makes due the row next in line after a row that
@@ -236,8 +247,8 @@ WHERE id IN (SELECT min(id) FROM whguard_events WHERE order_holds = 1 GROUP BY p
   AND next_attempt_at = ` + sqliteParkedText + `
   AND status IN ('pending', 'retry')`
 	sqliteInsertAttempt = `
-INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt)
-VALUES (?, ?, ?, ?, ?, ?, ?)`
+INSERT INTO whguard_attempts (event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, sent_headers)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?)`
 	// sqliteHeldRow reads a row still leased under the token; sqliteHold
 	// writes its hold with the status afterHold gave it.
 	sqliteHeldRow = `

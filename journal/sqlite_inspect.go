@@ -177,12 +177,17 @@ FROM whguard_events ev WHERE ev.id = ?`, id).Scan(&d.HoldsKey, &d.WaitingFor); e
 	var (
 		a       Attempt
 		started int64
+		sent    string
 	)
 	if err := eachRow(rows, func() error {
 		a.StartedAt = time.Unix(0, started).UTC()
+		var err error
+		if a.Sent, err = decodeDelta(sent); err != nil {
+			return err
+		}
 		d.AttemptLog = append(d.AttemptLog, a)
 		return nil
-	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt); err != nil {
+	}, &a.Number, &started, &a.DurationMS, &a.StatusCode, &a.Error, &a.ResponseExcerpt, &sent); err != nil {
 		return nil, pl, fmt.Errorf("get attempts of event %d: %w", id, err)
 	}
 	rows, err = s.r.QueryContext(ctx, `SELECT action, from_status, reason, replayed_at FROM whguard_replays WHERE event_row_id = ? ORDER BY id`, id)

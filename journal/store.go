@@ -53,6 +53,10 @@ type dialect interface {
 	cleanupPayloads(ctx context.Context, before time.Time, n int) (int, error)
 	// StoredReply reads the stored reply of a sync-mode event (nil: none).
 	StoredReply(ctx context.Context, id int64) (*Reply, error)
+	// timelineFacts reads what event id's timeline needs beyond its
+	// detail (timeline.go): its first answer, duplicates, holds and
+	// copies.
+	timelineFacts(ctx context.Context, id int64) (timelineFacts, error)
 }
 
 var (
@@ -190,9 +194,9 @@ func getEvent(ctx context.Context, d dialect, id int64) (*Detail, error) {
 	if err != nil {
 		return nil, err
 	}
-	det.Headers = http.Header{}
+	det.Headers, det.ReceivedHeaders = http.Header{}, http.Header{}
 	if pl.kept {
-		if det.Headers, err = decodeHeaders(pl.headers); err != nil {
+		if det.Headers, det.ReceivedHeaders, err = decodeStoredHeaders(pl.headers); err != nil {
 			return nil, fmt.Errorf("decode headers of event %d: %w", id, err)
 		}
 	}
@@ -208,6 +212,11 @@ func getEvent(ctx context.Context, d dialect, id int64) (*Detail, error) {
 	if det.Replays == nil {
 		det.Replays = []Replay{}
 	}
+	facts, err := d.timelineFacts(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("read the timeline of event %d: %w", id, err)
+	}
+	det.Timeline = buildTimeline(det, facts)
 	return det, nil
 }
 
@@ -231,7 +240,7 @@ func listConflicts(ctx context.Context, d dialect, id int64) ([]ConflictCopy, er
 	}
 	out := make([]ConflictCopy, len(stored))
 	for i, c := range stored {
-		h, err := decodeHeaders(c.headers)
+		_, h, err := decodeStoredHeaders(c.headers)
 		if err != nil {
 			return nil, fmt.Errorf("decode headers of a conflict of event %d: %w", id, err)
 		}

@@ -97,6 +97,10 @@ func (d *fakeDialect) cleanupEvents(_ context.Context, before time.Time, n int) 
 
 func (d *fakeDialect) StoredReply(context.Context, int64) (*Reply, error) { return nil, nil }
 
+func (d *fakeDialect) timelineFacts(context.Context, int64) (timelineFacts, error) {
+	return timelineFacts{}, nil
+}
+
 func (d *fakeDialect) cleanupPayloads(_ context.Context, before time.Time, n int) (int, error) {
 	d.cleaned = append(d.cleaned, before)
 	return n - 1, nil

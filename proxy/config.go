@@ -60,6 +60,10 @@ type IngressConfig struct {
 	// the admin API; nil keeps none (they are still diagnosed, counted
 	// and logged).
 	Refusals *Refusals
+	// Receipts, when set, records what duplicates were answered, and a
+	// sync-mode sender's answer when it was the backend's reply (the
+	// event's timeline); nil records neither.
+	Receipts ReceiptRecorder
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any

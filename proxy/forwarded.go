@@ -14,7 +14,10 @@ import (
 // same in Forwarded (RFC 7239). They are journaled with the event, so
 // every attempt and replay carries them. Frameworks that redirect to HTTPS
 // or check allowed hosts (Rails force_ssl, Django ALLOWED_HOSTS) read them.
-func withForwarded(r *http.Request) http.Header {
+// was holds what each header it set was when received (an empty list:
+// absent), journaled beside them (journal.Event.AsReceived), so the event
+// still shows its headers exactly as received.
+func withForwarded(r *http.Request) (h, was http.Header) {
 	// One map sized for the four headers added, and one backing array for
 	// every value, those four included: a Clone followed by four Sets grew
 	// the map and allocated a slice per Set on every webhook.
@@ -24,7 +27,7 @@ func withForwarded(r *http.Request) http.Header {
 		nv += len(vs)
 	}
 	sv := make([]string, nv)
-	h := make(http.Header, len(r.Header)+added)
+	h = make(http.Header, len(r.Header)+added)
 	for k, vs := range r.Header {
 		n := copy(sv, vs)
 		h[k] = sv[:n:n]
@@ -40,12 +43,14 @@ func withForwarded(r *http.Request) http.Header {
 	if err != nil {
 		client = r.RemoteAddr
 	}
+	prior := [4][]string{h["X-Forwarded-For"], h["Forwarded"], h["X-Forwarded-Proto"], h["X-Forwarded-Host"]}
 	if prior := h.Values("X-Forwarded-For"); len(prior) > 0 {
 		set("X-Forwarded-For", strings.Join(prior, ", ")+", "+client)
 	} else {
 		set("X-Forwarded-For", client)
 	}
 	proto := h.Get("X-Forwarded-Proto")
+	setProto, setHost := proto == "", h.Get("X-Forwarded-Host") == ""
 	if proto == "" {
 		proto = "http"
 		if r.TLS != nil {
@@ -63,7 +68,37 @@ func withForwarded(r *http.Request) http.Header {
 		elem = strings.Join(prior, ", ") + ", " + elem
 	}
 	set("Forwarded", elem)
-	return h
+	return h, receivedAs(prior, setProto, setHost)
+}
+
+// noneReceived is withForwarded's was when none of the headers it sets
+// came with the request (no proxy in front): shared, never modified.
+var noneReceived = http.Header{"X-Forwarded-For": {}, "X-Forwarded-Proto": {}, "X-Forwarded-Host": {}, "Forwarded": {}}
+
+// receivedAs is what the headers withForwarded set were when received
+// (prior: X-Forwarded-For, Forwarded, X-Forwarded-Proto, X-Forwarded-Host,
+// nil when absent): the first two are always set, the others when they
+// were empty.
+func receivedAs(prior [4][]string, setProto, setHost bool) http.Header {
+	if prior[0] == nil && prior[1] == nil && prior[2] == nil && prior[3] == nil && setProto && setHost {
+		return noneReceived
+	}
+	was := http.Header{"X-Forwarded-For": orNone(prior[0]), "Forwarded": orNone(prior[1])}
+	if setProto {
+		was["X-Forwarded-Proto"] = orNone(prior[2])
+	}
+	if setHost {
+		was["X-Forwarded-Host"] = orNone(prior[3])
+	}
+	return was
+}
+
+// orNone is vs, or an empty list (absent) for nil.
+func orNone(vs []string) []string {
+	if vs == nil {
+		return []string{}
+	}
+	return vs
 }
 
 // forwardedNode formats a client address as a Forwarded node: IPv6

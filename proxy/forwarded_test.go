@@ -27,7 +27,7 @@ func TestWithForwardedCopies(t *testing.T) {
 			r := httptest.NewRequest(http.MethodPost, "http://example.com/webhooks/x", nil)
 			r.RemoteAddr = "192.0.2.1:4711"
 			r.Header = c.in.Clone()
-			h := withForwarded(r)
+			h, _ := withForwarded(r)
 			if !equalHeaders(r.Header, c.in) {
 				t.Fatalf("the request's headers changed: %v", r.Header)
 			}
@@ -83,6 +83,35 @@ func BenchmarkWithForwarded(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		_ = withForwarded(r)
+		_, _ = withForwarded(r)
+	}
+}
+
+// withForwarded says what each header it set was when received: put back,
+// they give the request's headers exactly as received, with or without a
+// proxy in front (repeated lines, an empty value included).
+func TestWithForwardedKeepsWhatWasReceived(t *testing.T) {
+	for _, in := range []http.Header{
+		{"Webhook-Id": {"msg_1"}},
+		{"X-Forwarded-For": {"203.0.113.9", "198.51.100.2"}, "X-Forwarded-Host": {"hooks.example.org"}, "Forwarded": {"for=203.0.113.9"}},
+		{"X-Forwarded-Proto": {""}, "A": {"1"}},
+	} {
+		r := httptest.NewRequest(http.MethodPost, "http://example.com/webhooks/x", nil)
+		r.Header = in.Clone()
+		h, was := withForwarded(r)
+		back := h.Clone()
+		for name, vs := range was {
+			if len(vs) == 0 {
+				delete(back, name)
+				continue
+			}
+			back[name] = vs
+		}
+		if !equalHeaders(back, in) {
+			t.Errorf("received %v; forwarded %v with %v put back gives %v", in, h, was, back)
+		}
+		if len(was) == 0 {
+			t.Errorf("received %v: nothing said about the headers set", in)
+		}
 	}
 }

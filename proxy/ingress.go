@@ -71,6 +71,8 @@ type Ingress struct {
 	pass    http.Handler
 	guards  guardSet
 	replies ReplyReader
+	// receipts records what duplicates were answered (nil: nothing).
+	receipts ReceiptRecorder
 	// refusals keeps the refused requests (nil: none kept); gate rations
 	// their diagnoses.
 	refusals *Refusals
@@ -106,6 +108,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		replies:  cfg.Replies,
 		refusals: cfg.Refusals,
 		peers:    peersOf(cfg.Routes),
+		receipts: cfg.Receipts,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -178,12 +181,15 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	headers, asReceived := withForwarded(r)
 	ev := journal.Event{
 		Provider:    name,
 		EventID:     event.ID,
 		EventType:   event.Type,
 		ContentHash: event.ContentHash,
-		Headers:     withForwarded(r),
+		Headers:     headers,
+		AsReceived:  asReceived,
+		Answer:      ackStatus(event),
 		Body:        bytes.Clone(body), // kept: the journal and a delivery from memory hold it
 		Path:        r.URL.Path,
 		RawQuery:    r.URL.RawQuery,
@@ -210,11 +216,30 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("journal unavailable, retry later"), start)
 		return
 	}
-	in.respond(ctx, w, route, event, ev.Ignored, sync, acc, start)
-	if acc.Outcome == journal.Refused {
-		in.explain(w, refused{r: r, provider: name, status: answers[journal.Refused].status, reason: RefusalJournalRefused, route: &route,
-			body: body, read: true, start: start, detail: "verified, but the journal refused the event's data (nothing was written): resending it cannot succeed"})
+	if in.receipts == nil || (acc.Outcome != journal.Duplicate && !(acc.Outcome == journal.Inserted && sync)) {
+		in.respond(ctx, w, route, event, ev.Ignored, sync, acc, start)
+		if acc.Outcome == journal.Refused {
+			in.explain(w, refused{r: r, provider: name, status: answers[journal.Refused].status, reason: RefusalJournalRefused, route: &route,
+				body: body, read: true, start: start, detail: "verified, but the journal refused the event's data (nothing was written): resending it cannot succeed"})
+		}
+		return
 	}
+	// The answer is the receipt's: remember it, and record the receipt
+	// once it is sent.
+	aw := &answeredWriter{ResponseWriter: w}
+	in.respond(ctx, aw, route, event, ev.Ignored, sync, acc, start)
+	if rc, ok := receiptOf(acc.Outcome, acc.ID, start, aw.status, ev.Answer); ok {
+		in.recordReceipt(w, name, rc)
+	}
+}
+
+// ackStatus is the status a new event is acknowledged with: 202 with
+// whguard's body, or 200 with the reply the sender requires.
+func ackStatus(event verify.Event) int {
+	if event.Reply != nil {
+		return http.StatusOK
+	}
+	return http.StatusAccepted
 }
 
 // readBody reads the raw body within the route's limit and the budget of
@@ -284,8 +309,8 @@ var answers = map[journal.Outcome]answer{
 	// Acknowledged like a duplicate (a 4xx would make a genuine sender
 	// retry, and tells an attacker nothing more), recorded on the first
 	// event, never forwarded.
-	journal.Replayed: {result: ResultReplay, status: http.StatusOK},
-	journal.Conflict: {result: ResultConflict, status: http.StatusConflict,
+	journal.Replayed: {result: ResultReplay, status: journal.CopyAnswer},
+	journal.Conflict: {result: ResultConflict, status: journal.ConflictAnswer,
 		error: "event id already received with different content; the first payload is kept"},
 	// The journal refused this event's values (nothing was written):
 	// resending the same request cannot succeed.
@@ -296,11 +321,10 @@ var answers = map[journal.Outcome]answer{
 // mode, the backend's stored reply), or what the table says.
 func (in *Ingress) respond(ctx context.Context, w http.ResponseWriter, route Route, event verify.Event, ignored, sync bool, acc forwarder.Accepted, start time.Time) {
 	name := route.Provider.Name()
-	ack, ackStatus, ackType := event.Reply, http.StatusOK, event.AnswerType
+	ack, ackType := event.Reply, event.AnswerType
 	if ack == nil {
 		ackType = ""
 		ack, _ = json.Marshal(acceptedReply{Status: "accepted", Provider: name, EventID: event.ID})
-		ackStatus = http.StatusAccepted
 	}
 	a := answers[acc.Outcome]
 	switch acc.Outcome {
@@ -323,7 +347,7 @@ func (in *Ingress) respond(ctx context.Context, w http.ResponseWriter, route Rou
 				return
 			}
 		}
-		in.replyAs(w, name, a.result, ackStatus, ack, ackType, start)
+		in.replyAs(w, name, a.result, ackStatus(event), ack, ackType, start)
 	case journal.Duplicate:
 		if sync && in.replies != nil {
 			if in.replyStoredDuplicate(ctx, w, name, acc.ID, start) {

@@ -80,14 +80,19 @@ func newFixtureWith(t *testing.T, j forwarder.Appender, d forwarder.Deliverer) *
 		return p
 	}
 	reg := prometheus.NewRegistry()
+	var receipts proxy.ReceiptRecorder
+	if st, ok := j.(journal.Store); ok {
+		receipts = st
+	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
 		Routes: []proxy.Route{
 			{Path: "/webhooks/std", Provider: mk("std", "standard", stdSecret)},
 			{Path: "/webhooks/stripe", Provider: mk("stripe", "stripe", stripeSecret)},
 			{Path: "/webhooks/open", Provider: mk("open", "none", ""), MaxBodyBytes: 64},
 		},
-		Intake:  newIntake(t, j, d),
-		Metrics: proxy.NewMetrics(reg),
+		Intake:   newIntake(t, j, d),
+		Metrics:  proxy.NewMetrics(reg),
+		Receipts: receipts,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -1048,4 +1053,74 @@ func TestPassThroughServesTheAppsOwnTraffic(t *testing.T) {
 	if evs := f.events(t); len(evs) != 1 {
 		t.Fatalf("journal: %+v", evs)
 	}
+}
+
+// waitTimeline waits until event id's timeline satisfies ok: receipts are
+// recorded once their answer is sent, so a client can read its answer
+// before the journal has its receipt.
+func waitTimeline(t *testing.T, j journal.Store, id int64, ok func([]journal.TimelineEntry) bool) []journal.TimelineEntry {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d, err := j.Get(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok(d.Timeline) {
+			return d.Timeline
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timeline of event %d: %+v", id, d.Timeline)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestReceiptsRecorded: an event's timeline holds what its requests were
+// answered, the first with its row, each duplicate once answered, a
+// conflicting copy by its copy; and its headers exactly as received,
+// without the X-Forwarded-* whguard adds for the backend.
+func TestReceiptsRecorded(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, store string) {
+		f := newFixture(t, store)
+		body := `{"type":"order.paid"}`
+		h := signStandard("msg_r", time.Now(), body)
+		if r := f.post(t, "/webhooks/std", h, body); r.status != http.StatusAccepted {
+			t.Fatalf("first: %+v", r)
+		}
+		for range 3 {
+			if r := f.post(t, "/webhooks/std", h, body); r.status != http.StatusOK {
+				t.Fatalf("duplicate: %+v", r)
+			}
+		}
+		other := `{"type":"order.paid","changed":true}`
+		if r := f.post(t, "/webhooks/std", signStandard("msg_r", time.Now(), other), other); r.status != http.StatusConflict {
+			t.Fatalf("conflict: %+v", r)
+		}
+		id := f.events(t)[0].ID
+		tl := waitTimeline(t, f.j, id, func(tl []journal.TimelineEntry) bool { return len(tl) == 5 })
+		want := []struct {
+			kind   string
+			answer int
+		}{{journal.TimelineReceived, 202}, {journal.TimelineDuplicate, 200}, {journal.TimelineDuplicate, 200},
+			{journal.TimelineDuplicate, 200}, {journal.TimelineConflict, 409}}
+		for i, w := range want {
+			if tl[i].Kind != w.kind || tl[i].Answer != w.answer {
+				t.Fatalf("entry %d: %+v, want %s answered %d (timeline %+v)", i, tl[i], w.kind, w.answer, tl)
+			}
+		}
+		if tl[0].Duplicates != 3 || tl[3].Number != 3 {
+			t.Errorf("duplicates counted %d, last numbered %d; want 3", tl[0].Duplicates, tl[3].Number)
+		}
+		d := f.detail(t, id)
+		if d.ReceivedHeaders.Get("Webhook-Id") != "msg_r" || d.Headers.Get("X-Forwarded-For") == "" {
+			t.Fatalf("received %v, journaled %v", d.ReceivedHeaders, d.Headers)
+		}
+		for _, name := range []string{"X-Forwarded-For", "X-Forwarded-Proto", "X-Forwarded-Host", "Forwarded"} {
+			if vs, ok := d.ReceivedHeaders[name]; ok {
+				t.Errorf("received headers hold %s %q, which whguard added", name, vs)
+			}
+		}
+	})
 }

@@ -112,7 +112,7 @@ func newSyncStack(t *testing.T, store string, backend http.Handler, syncTimeout 
 			{Path: "/webhooks/slack", Sync: true, SyncTimeout: syncTimeout, Provider: mk(verify.ProviderConfig{
 				Name: "slack", Scheme: "slack", Secrets: []string{slackSecret}})},
 		},
-		Intake: newIntake(t, j, fwd), Replies: j, Metrics: proxy.NewMetrics(reg),
+		Intake: newIntake(t, j, fwd), Replies: j, Receipts: j, Metrics: proxy.NewMetrics(reg),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -259,6 +259,12 @@ func TestSyncTwilioGetsTheTwiML(t *testing.T) {
 		if dup.status != first.status || dup.header.Get("Content-Type") != "text/xml" || dup.body != first.body {
 			t.Fatalf("duplicate: %d %q %s", dup.status, dup.header.Get("Content-Type"), dup.body)
 		}
+		// Its timeline says what the sender and its duplicate were
+		// answered: the backend's reply, not the usual 202.
+		waitTimeline(t, s.j, ev.ID, func(tl []journal.TimelineEntry) bool {
+			return tl[0].Answer == http.StatusOK && tl[0].Duplicates == 1 && tl[len(tl)-1].Kind == journal.TimelineDuplicate &&
+				tl[len(tl)-1].Answer == http.StatusOK
+		})
 		if app.Calls() != 1 {
 			t.Fatalf("backend called %d times for one event and its duplicate", app.Calls())
 		}

@@ -45,7 +45,7 @@ func (c cliConfig) baseURL() string {
 
 const eventsUsage = `usage:
   whguard events list   [-status S] [-provider P] [FILTERS] [-limit N] [-before ID] [-json]
-  whguard events show      ID [-provider P | -row]
+  whguard events show      ID [-provider P | -row] [-json]   (its story: receipts, holds, attempts, replays)
   whguard events conflicts ID [-provider P | -row]
   whguard events replay    ID [-provider P] -reason WHY
   whguard events replay -all [-status dead|done|ignored] [-provider P] [FILTERS] [-limit N] [-dry-run] -reason WHY
@@ -290,59 +290,6 @@ func eventPath(id, provider, suffix string) string {
 
 // rowProvider, given as -provider, says the id is the journal's row id.
 const rowProvider = "-row"
-
-// showArgs parses `ID [-provider P]`, the id before or after the flag.
-func showArgs(name string, args []string) (id, provider string, err error) {
-	fs := flag.NewFlagSet("events "+name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	prov := fs.String("provider", "", "the provider whose event id ID is")
-	row := fs.Bool("row", false, "ID is the journal's row id (when a provider's id is also a number)")
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		id, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return "", "", usageError(err.Error() + "\n" + eventsUsage)
-	}
-	if id == "" && fs.NArg() == 1 {
-		id = fs.Arg(0)
-	} else if fs.NArg() > 0 {
-		id = ""
-	}
-	if *row {
-		*prov = rowProvider
-	}
-	if id == "" {
-		return "", "", usageError(name + " takes one event id (the journal's, or the provider's such as evt_…)\n" + eventsUsage)
-	}
-	return id, *prov, nil
-}
-
-func (c *apiClient) show(args []string, w io.Writer) error {
-	return c.printEvent("show", "", args, w)
-}
-
-func (c *apiClient) conflicts(args []string, w io.Writer) error {
-	return c.printEvent("conflicts", "/conflicts", args, w)
-}
-
-// printEvent prints the API's JSON about one event, indented.
-func (c *apiClient) printEvent(name, suffix string, args []string, w io.Writer) error {
-	id, provider, err := showArgs(name, args)
-	if err != nil {
-		return err
-	}
-	var detail json.RawMessage
-	if err := c.call(http.MethodGet, eventPath(id, provider, suffix), nil, &detail); err != nil {
-		return err
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, detail, "", "  "); err != nil {
-		return err
-	}
-	out.WriteByte('\n')
-	_, err = out.WriteTo(w)
-	return err
-}
 
 func (c *apiClient) replay(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("events replay", flag.ContinueOnError)

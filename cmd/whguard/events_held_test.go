@@ -85,10 +85,17 @@ func TestEventsShowByProvidersID(t *testing.T) {
 	}))
 	defer srv.Close()
 	env := []string{"WHGUARD_ADMIN_URL=" + srv.URL, "WHGUARD_ADMIN_TOKEN=tok"}
-	for _, args := range [][]string{{"events", "show", "evt_1Abc"}, {"events", "show", "evt_1Abc", "-provider", "stripe"}} {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"events", "show", "evt_1Abc"}, "stripe evt_1Abc"},
+		{[]string{"events", "show", "evt_1Abc", "-provider", "stripe"}, "stripe evt_1Abc"},
+		{[]string{"events", "show", "evt_1Abc", "-json"}, `"event_id": "evt_1Abc"`},
+	} {
 		var out, errb bytes.Buffer
-		if code := run(args, env, &out, &errb); code != 0 || !strings.Contains(out.String(), `"event_id": "evt_1Abc"`) {
-			t.Fatalf("%v: %d\n%s%s", args, code, out.String(), errb.String())
+		if code := run(c.args, env, &out, &errb); code != 0 || !strings.Contains(out.String(), c.want) {
+			t.Fatalf("%v: %d\n%s%s", c.args, code, out.String(), errb.String())
 		}
 	}
 	var out, errb bytes.Buffer

@@ -132,8 +132,9 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	}
 	ingressCfg := cfg.ingress
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
-	// Duplicates of sync-mode events get the reply stored with them.
-	ingressCfg.Replies = j
+	// Duplicates of sync-mode events get the reply stored with them; what
+	// duplicates were answered goes to the events' timelines.
+	ingressCfg.Replies, ingressCfg.Receipts = j, j
 	// Refused requests are kept for the admin API, per replica.
 	refusals := proxy.NewRefusals(proxy.DefaultRefusalsKept)
 	ingressCfg.Refusals = refusals

@@ -7,7 +7,8 @@
 // commit, readiness), delivery.go (leases, outcomes, holds, the reaper,
 // sync replies, figures), transitions.go (every entry of
 // journal.Transitions), replay.go, retrynow.go, inspect.go (listing and
-// finding), retention.go, pauses.go and order.go (per-key order). Every
+// finding), retention.go, pauses.go, order.go (per-key order) and
+// timeline.go (an event's whole story). Every
 // test runs on a journal of its own, in parallel with the others.
 package journaltest
 
@@ -89,6 +90,12 @@ func suite(h Harness) []struct {
 			{"IgnoredRetention", testIgnoredRetention},
 		}},
 		{"Pauses", []test{{"PauseAndResume", testPauses}}},
+		{"Timeline", []test{
+			{"Story", testTimelineStory},
+			{"ReceiptsKeepTheLatest", testTimelineReceiptsKeepTheLatest},
+			{"Holds", testTimelineHolds},
+			{"CopiesAndDelivered", testTimelineCopiesAndDelivered},
+		}},
 		{"Catchup", []test{
 			{"Sources", testCatchupSources},
 			{"Lease", testCatchupLease},

@@ -12,6 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/journal"
 )
@@ -180,7 +181,9 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 	if !a.found(w, err) {
 		return
 	}
+	a.showTimeline(d)
 	d.Headers = a.redact.headers(d.Headers)
+	d.ReceivedHeaders = a.redact.headers(d.ReceivedHeaders)
 	a.redactDetail(d)
 	writeJSON(w, http.StatusOK, struct {
 		*journal.Detail
@@ -189,6 +192,19 @@ func (a *api) show(w http.ResponseWriter, r *http.Request) {
 		// provider's signature as usual).
 		Unsigned string `json:"unsigned,omitempty"`
 	}{d, unsignedReason(d.Scheme, a.schemes[d.Provider])})
+}
+
+// showTimeline fills in the headers each attempt of d sent, rebuilt from
+// its journaled headers (before they are redacted) and what the attempt
+// recorded of signing, credentials redacted. An event whose payload
+// retention dropped shows whguard's own headers and the signature only.
+func (a *api) showTimeline(d *journal.Detail) {
+	for i, e := range d.Timeline {
+		if e.Kind == journal.TimelineAttempt {
+			sent := forwarder.SentHeaders(d.Headers, d.Provider, d.EventID, d.ID, e.Number, e.Sent)
+			d.Timeline[i].Headers = a.redact.headers(sent)
+		}
+	}
 }
 
 // unsignedReason says why an event journaled under scheme is forwarded

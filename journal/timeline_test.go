@@ -1,0 +1,76 @@
+package journal
+
+import (
+	"net/http"
+	"reflect"
+	"testing"
+)
+
+// Stored headers give back both views: as forwarded (what the ingress set
+// included) and exactly as received, whatever the bytes.
+func TestStoredHeadersKeepWhatWasReceived(t *testing.T) {
+	for _, c := range []struct {
+		name                string
+		headers, was        http.Header
+		forwarded, received http.Header
+	}{
+		{"nothing set", http.Header{"A": {"1"}}, nil, http.Header{"A": {"1"}}, http.Header{"A": {"1"}}},
+		{"added and appended",
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"10.0.0.1, 127.0.0.1"}, "X-Forwarded-Proto": {"http"}},
+			http.Header{"X-Forwarded-For": {"10.0.0.1"}, "X-Forwarded-Proto": {}},
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"10.0.0.1, 127.0.0.1"}, "X-Forwarded-Proto": {"http"}},
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"10.0.0.1"}}},
+		{"received bytes that are not UTF-8",
+			http.Header{"Forwarded": {"for=x"}},
+			http.Header{"Forwarded": {"for=\xff", "\x00"}, "X-Forwarded-Host": nil},
+			http.Header{"Forwarded": {"for=x"}},
+			http.Header{"Forwarded": {"for=\xff", "\x00"}}},
+		{"no headers of its own", http.Header{}, http.Header{"X-Forwarded-For": {}}, http.Header{}, http.Header{}},
+		{"no proxy in front",
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"127.0.0.1"}, "X-Forwarded-Proto": {"http"}, "Forwarded": {"for=127.0.0.1"}},
+			http.Header{"X-Forwarded-For": {}, "X-Forwarded-Proto": nil, "Forwarded": {}},
+			http.Header{"A": {"1"}, "X-Forwarded-For": {"127.0.0.1"}, "X-Forwarded-Proto": {"http"}, "Forwarded": {"for=127.0.0.1"}},
+			http.Header{"A": {"1"}}},
+	} {
+		b, err := marshalHeaders(c.headers, c.was)
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		fwd, recv, err := decodeStoredHeaders(string(b))
+		if err != nil || !reflect.DeepEqual(fwd, c.forwarded) || !reflect.DeepEqual(recv, c.received) {
+			t.Errorf("%s: stored %s: forwarded %q, received %q, %v; want %q and %q", c.name, b, fwd, recv, err, c.forwarded, c.received)
+		}
+		if plain, err := decodeHeaders(string(b)); err != nil || !reflect.DeepEqual(plain, c.forwarded) {
+			t.Errorf("%s: decodeHeaders %q, %v; want the forwarded view", c.name, plain, err)
+		}
+	}
+}
+
+// A delta that changes nothing is stored as nothing; any other comes back
+// as it was, bytes included.
+func TestHeaderDeltaRoundTrip(t *testing.T) {
+	if s := (HeaderDelta{Set: http.Header{}}).encode(); s != "" {
+		t.Fatalf("an empty delta is stored as %q", s)
+	}
+	for _, d := range []HeaderDelta{
+		{Set: http.Header{"Webhook-Signature": {"v1,abc v1,def"}}},
+		{Del: []string{"Stripe-Signature"}},
+		{Set: http.Header{"X-Odd": {"\xff\x00"}}, Del: []string{"A", "B"}},
+	} {
+		got, err := decodeDelta(d.encode())
+		if err != nil || !reflect.DeepEqual(got, d) {
+			t.Errorf("%+v came back as %+v, %v", d, got, err)
+		}
+	}
+}
+
+// The latest MaxReceipts duplicates are kept, oldest first.
+func TestAppendReceiptKeepsTheLatest(t *testing.T) {
+	var last []storedReceipt
+	for i := range MaxReceipts + 3 {
+		last = appendReceipt(last, storedReceipt{answer: i})
+	}
+	if len(last) != MaxReceipts || last[0].answer != 3 || last[MaxReceipts-1].answer != MaxReceipts+2 {
+		t.Fatalf("kept %+v", last)
+	}
+}
