@@ -177,10 +177,14 @@ func TestKeyClientFetch(t *testing.T) {
 	ks.serve("/ok.pem", "key")
 	ks.handle("/redirect.pem", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok.pem", http.StatusFound) })
 	ks.serve("/huge.pem", strings.Repeat("k", maxKeyBody+1))
+	// Answers only once the client has given up (or the test ends): a
+	// timer here could fire first on a starved machine and answer 200.
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
 	ks.handle("/slow.pem", func(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-r.Context().Done():
-		case <-time.After(2 * time.Second):
+		case <-release:
 		}
 	})
 	c, err := newKeyClient(ProviderConfig{KeyHosts: []string{ks.host}, CAFile: ks.caFile}, nil)
