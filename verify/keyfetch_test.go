@@ -198,9 +198,10 @@ func TestKeyClientFetch(t *testing.T) {
 		t.Fatalf("fetch = %q, %v", body, err)
 	}
 	for _, path := range []string{"/redirect.pem", "/huge.pem", "/slow.pem", "/absent.pem"} {
-		_, _, err := c.fetch("key", mustURL(t, ks.URL+path+"?Token=secret-token"))
+		began := time.Now()
+		body, _, err := c.fetch("key", mustURL(t, ks.URL+path+"?Token=secret-token"))
 		if !errors.Is(err, ErrUnavailable) || Reason(err) != ReasonKeyUnavailable || errors.Is(err, ErrUnauthorized) {
-			t.Errorf("%s: err = %v, want ErrUnavailable alone with %s", path, err, ReasonKeyUnavailable)
+			t.Errorf("%s: err = %v after %v (%d bytes), want ErrUnavailable alone with %s", path, err, time.Since(began), len(body), ReasonKeyUnavailable)
 		}
 		if err != nil && strings.Contains(err.Error(), "secret-token") {
 			t.Errorf("%s: error quotes the URL's query: %v", path, err)
