@@ -189,7 +189,13 @@ type timelineFacts struct {
 // appendReceipt adds a duplicate to the listed ones, keeping the latest
 // MaxReceipts.
 func appendReceipt(last []storedReceipt, r storedReceipt) []storedReceipt {
-	last = append(last, r)
+	// Concurrent duplicates are recorded once answered, not always in the
+	// order they came in: r goes after every one that came in before it.
+	i := len(last)
+	for i > 0 && last[i-1].at.After(r.at) {
+		i--
+	}
+	last = slices.Insert(last, i, r)
 	if len(last) > MaxReceipts {
 		last = slices.Clone(last[len(last)-MaxReceipts:])
 	}
@@ -209,7 +215,11 @@ func buildTimeline(d *Detail, f timelineFacts) []TimelineEntry {
 	out := make([]TimelineEntry, 0, 1+len(f.last)+len(f.copies)+len(f.holds)+len(d.AttemptLog)+len(d.Replays))
 	out = append(out, TimelineEntry{Kind: TimelineReceived, At: d.ReceivedAt, Answer: f.firstAnswer,
 		Source: d.Source, Duplicates: f.duplicates})
-	for i, r := range f.last {
+	// Duplicates are recorded once answered, so concurrent ones may be
+	// stored out of order: numbered by when they came in.
+	last := slices.Clone(f.last)
+	slices.SortStableFunc(last, func(a, b storedReceipt) int { return a.at.Compare(b.at) })
+	for i, r := range last {
 		out = append(out, TimelineEntry{Kind: TimelineDuplicate, At: r.at, Answer: r.answer,
 			Number: f.duplicates - len(f.last) + i + 1})
 	}

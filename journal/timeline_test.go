@@ -1,9 +1,12 @@
 package journal
 
 import (
+	"fmt"
 	"net/http"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // Stored headers give back both views: as forwarded (what the ingress set
@@ -72,5 +75,31 @@ func TestAppendReceiptKeepsTheLatest(t *testing.T) {
 	}
 	if len(last) != MaxReceipts || last[0].answer != 3 || last[MaxReceipts-1].answer != MaxReceipts+2 {
 		t.Fatalf("kept %+v", last)
+	}
+}
+
+// Duplicates recorded out of order (each is recorded once answered) are
+// kept, and numbered, in the order they came in.
+func TestReceiptsInTheOrderTheyCameIn(t *testing.T) {
+	t0 := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
+	var last []storedReceipt
+	for _, ms := range []int{10, 30, 20} {
+		last = appendReceipt(last, storedReceipt{at: t0.Add(time.Duration(ms) * time.Millisecond), answer: ms})
+	}
+	tl := buildTimeline(&Detail{Summary: Summary{ReceivedAt: t0}}, timelineFacts{duplicates: 3, last: last})
+	var got []string
+	for _, e := range tl {
+		if e.Kind == TimelineDuplicate {
+			got = append(got, fmt.Sprintf("#%d@%d", e.Number, e.Answer))
+		}
+	}
+	if strings.Join(got, " ") != "#1@10 #2@20 #3@30" {
+		t.Fatalf("duplicates %v, want #1@10 #2@20 #3@30", got)
+	}
+	// A list stored out of order before is read in order too.
+	unsorted := []storedReceipt{{at: t0.Add(30 * time.Millisecond), answer: 30}, {at: t0.Add(20 * time.Millisecond), answer: 20}}
+	tl = buildTimeline(&Detail{Summary: Summary{ReceivedAt: t0}}, timelineFacts{duplicates: 2, last: unsorted})
+	if tl[1].At.After(tl[2].At) || tl[1].Number != 1 {
+		t.Fatalf("read out of order: %+v", tl)
 	}
 }
