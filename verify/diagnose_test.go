@@ -221,3 +221,29 @@ func TestDiagnosisTokens(t *testing.T) {
 		}
 	}
 }
+
+// A scheme that reads its time from the body (mailgun) refuses a stale
+// request whose headers pass their checks as they came: no header of it
+// holds the time, so none is blamed. Without a secret anyone can send such
+// a request, with a header of their own holding a millisecond time, and
+// had its (long) name put in the detail.
+func TestDiagnoseMillisecondsOnlyWhereTheHeadersFail(t *testing.T) {
+	now := time.Unix(1_760_000_000, 0)
+	p := mustProvider(t, ProviderConfig{Name: "mg", Scheme: SchemeMailgun, Secrets: []string{diagGitHub}})
+	stale := now.Add(-24 * time.Hour).Unix()
+	body := fmt.Sprintf(`{"signature":{"timestamp":"%d","token":"tok","signature":"%s"},"event-data":{"id":"e1","event":"delivered"}}`,
+		stale, strings.Repeat("ab", 32))
+	long := "X-" + strings.Repeat("Padding", 500)
+	h := headers("Content-Type", "application/json", long, strconv.FormatInt(now.UnixMilli(), 10))
+	r := refusedAs(t, p, Input{Header: h, Body: []byte(body)}, "", now)
+	if Reason(r.Err) != ReasonTimestampOutsideTolerance {
+		t.Fatalf("refused for %s, want %s", Reason(r.Err), ReasonTimestampOutsideTolerance)
+	}
+	got := Diagnose(p, nil, r, now)
+	if got.Code != DiagnosisClockSkew {
+		t.Errorf("diagnosis %s, want %s (the body's time is stale)", got.Code, DiagnosisClockSkew)
+	}
+	if strings.Contains(strings.ToLower(got.Detail), "xpadding") || strings.Contains(got.Detail, "Padding") {
+		t.Errorf("detail names the sender's own header: %.200q", got.Detail)
+	}
+}
