@@ -106,7 +106,7 @@ func (in *Ingress) explain(w http.ResponseWriter, f refused) {
 	case f.reason == RefusalTooLarge && f.r.ContentLength < 0 && f.route != nil:
 		bodyBytes = f.route.MaxBodyBytes + 1
 	}
-	in.refusals.add(Refusal{At: f.start, Method: boundedMethod(f.r.Method), Path: boundedPath(f.r.URL.Path), Provider: f.provider,
+	in.refusals.add(Refusal{At: f.start, Method: boundedMethod(f.r.Method), Path: recordedPath(f.r.URL.Path), Provider: f.provider,
 		Status: f.status, Reason: f.reason, Diagnosis: dg.Code, Detail: dg.Detail, BodyBytes: bodyBytes, Headers: headerNames(f.r.Header)})
 }
 

@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -122,7 +123,8 @@ func (r *Refusals) List(provider, reason string) []Refusal {
 	return out
 }
 
-// headerNames returns h's names, sorted, bounded in number and length.
+// headerNames returns h's names, sorted, bounded in number and length,
+// each a copy: a name cut from a long one would keep the whole alive.
 func headerNames(h http.Header) []string {
 	names := make([]string, 0, min(len(h), maxRecordedHeaders))
 	for name := range h {
@@ -131,15 +133,21 @@ func headerNames(h http.Header) []string {
 	slices.Sort(names)
 	names = names[:min(len(names), maxRecordedHeaders)]
 	for i, n := range names {
-		if len(n) > maxRecordedHeaderName {
-			names[i] = n[:maxRecordedHeaderName] // a header name is ASCII
-		}
+		// A header name is ASCII: cut anywhere.
+		names[i] = strings.Clone(n[:min(len(n), maxRecordedHeaderName)])
 	}
 	return names
 }
 
 // boundedMethod returns the method, cut to maxRecordedMethod bytes (a
-// method is an ASCII token).
+// method is an ASCII token), in a copy: net/http cuts the method out of the
+// request line, which the record would otherwise keep whole.
 func boundedMethod(m string) string {
-	return m[:min(len(m), maxRecordedMethod)]
+	return strings.Clone(m[:min(len(m), maxRecordedMethod)])
+}
+
+// recordedPath returns the path cut as a log line cuts it, in a copy: a
+// path without escapes is a part of the request line, query included.
+func recordedPath(path string) string {
+	return strings.Clone(boundedPath(path))
 }

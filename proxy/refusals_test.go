@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -415,4 +416,52 @@ func TestRefusalsKeptBeyondVerification(t *testing.T) {
 	if n := testutil.CollectAndCount(s.reg, "whguard_ingress_refusals_total"); n != 0 {
 		t.Fatalf("%d refusal series", n)
 	}
+}
+
+// A record holds what it shows, not the request it was cut from: a short
+// path sent with a long query, a long method and a long header name keep
+// a few hundred bytes each, not the request line and the name they came
+// in (which net/http allocates once and the record's strings would
+// otherwise point into).
+func TestRefusalsKeepNoMoreThanTheyShow(t *testing.T) {
+	ring := proxy.NewRefusals(proxy.DefaultRefusalsKept)
+	in, err := proxy.NewIngress(proxy.IngressConfig{Intake: newIntake(t, failingJournal{}, nil), Refusals: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(in)
+	defer srv.Close()
+	const n, pad = 400, 24 << 10
+	query, name := "q="+strings.Repeat("a", pad), "X-"+strings.Repeat("N", pad)
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for i := range n {
+		req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/nowhere/%d?%s", srv.URL, i, query), strings.NewReader("{}"))
+		req.Header.Set(name, "v")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Fatalf("status %d", resp.StatusCode)
+		}
+	}
+	srv.CloseClientConnections()
+	grown := int64(heap()) - int64(before)
+	got := ring.List("", "")
+	if len(got) != n || len(got[0].Headers) == 0 {
+		t.Fatalf("%d records", len(got))
+	}
+	// Each request brought 2×24 KiB; a record shows under 1 KiB of it.
+	if limit := int64(n * 4 << 10); grown > limit {
+		t.Errorf("the heap grew by %d KiB for %d records (at most %d KiB expected): the records hold their requests' bytes", grown>>10, n, limit>>10)
+	}
+	runtime.KeepAlive(ring)
 }

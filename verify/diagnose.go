@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/textproto"
 	"strings"
 	"time"
 )
@@ -128,6 +129,9 @@ type diagnoser struct {
 	body, bodyTooLarge bool
 	attempts           int
 	exhausted          bool
+	// scratch is the received header copied once (shallow), changed by
+	// withHeader for one attempt at a time.
+	scratch http.Header
 }
 
 // cause tries one cause: ok when it explains the refusal.
@@ -202,16 +206,29 @@ func (d *diagnoser) unchecked() string {
 	return " (the body was not read, so the signature itself was not checked)"
 }
 
-// withHeader returns in with header name set to value (a shallow copy:
-// the received header is not changed).
-func withHeader(in Input, name, value string) Input {
-	h := make(http.Header, len(in.Header)+1)
-	for k, v := range in.Header {
-		h[k] = v
+// withHeader returns d's request with header name set to value, and the
+// function that undoes it, to be called before the next withHeader. The
+// received header is copied once per diagnosis, not changed: it may hold
+// thousands of headers.
+func (d *diagnoser) withHeader(name, value string) (Input, func()) {
+	if d.scratch == nil {
+		d.scratch = make(http.Header, len(d.in.Header)+1)
+		for k, v := range d.in.Header {
+			d.scratch[k] = v
+		}
 	}
-	h.Set(name, value)
-	in.Header = h
-	return in
+	key := textproto.CanonicalMIMEHeaderKey(name)
+	old, had := d.scratch[key]
+	d.scratch[key] = []string{value}
+	in := d.in
+	in.Header = d.scratch
+	return in, func() {
+		if had {
+			d.scratch[key] = old
+		} else {
+			delete(d.scratch, key)
+		}
+	}
 }
 
 // wrongPath: the request verifies with another provider configured here;
@@ -278,7 +295,10 @@ func (d *diagnoser) encoding() (Diagnosis, bool) {
 		}
 		for _, tok := range signatureTokens(v) {
 			variant := v[:tok.start] + tok.other + v[tok.end:]
-			if !d.fixes(withHeader(d.in, name, variant)) {
+			in, undo := d.withHeader(name, variant)
+			fixed := d.fixes(in)
+			undo()
+			if !fixed {
 				continue
 			}
 			code, was, want := DiagnosisEncodingHex, "hex", "base64"
@@ -315,8 +335,15 @@ func (d *diagnoser) reserialized() (Diagnosis, bool) {
 }
 
 // timestampMillis: a header holds a 13-digit time in milliseconds near
-// now, and with it in seconds the headers pass.
+// now, and with it in seconds the headers pass where as received they do
+// not. Headers that pass as received (a scheme reading its time from the
+// body: mailgun, sns, linear) explain nothing: any header changed would
+// "fix" them, a sender's own one included, whose name is the sender's to
+// choose.
 func (d *diagnoser) timestampMillis() (Diagnosis, bool) {
+	if d.prechecks(d.p, d.in) {
+		return Diagnosis{}, false
+	}
 	for _, name := range boundedNames(d.in.Header) {
 		v := d.in.Header.Get(name)
 		if len(v) > maxSignatureHeaderLen {
@@ -324,7 +351,10 @@ func (d *diagnoser) timestampMillis() (Diagnosis, bool) {
 		}
 		for _, run := range millisRuns(v, d.now) {
 			variant := v[:run.start] + run.seconds + v[run.end:]
-			if d.prechecks(d.p, withHeader(d.in, name, variant)) {
+			in, undo := d.withHeader(name, variant)
+			fixed := d.prechecks(d.p, in)
+			undo()
+			if fixed {
 				return Diagnosis{Code: DiagnosisTimestampMillis, Detail: fmt.Sprintf(
 					"%s holds a timestamp in milliseconds where the %s scheme expects seconds: the sender is set up for another scheme or library",
 					name, d.p.scheme)}, true

@@ -7,7 +7,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 	"text/tabwriter"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/whguard/whguard/proxy"
 )
@@ -81,7 +84,32 @@ func (c *apiClient) refusals(args []string, w io.Writer) error {
 			provider = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s %s\t%s\t%s\t%s\n", r.At.Local().Format("2006-01-02 15:04:05"), r.Status, provider,
-			r.Method, truncate(r.Path, 60), r.Reason, r.Diagnosis, r.Detail)
+			r.Method, truncate(printable(r.Path), 60), r.Reason, r.Diagnosis, printable(r.Detail))
 	}
 	return tw.Flush()
+}
+
+// printable is s with what a terminal would act on (control characters,
+// invalid UTF-8) written as Go escapes: a refused request's path is the
+// sender's to choose, decoded (%1b is ESC).
+func printable(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsGraphic(r) }) {
+		return s
+	}
+	var b strings.Builder
+	for i, r := range s {
+		if _, size := utf8.DecodeRuneInString(s[i:]); r == utf8.RuneError && size == 1 {
+			fmt.Fprintf(&b, `\x%02x`, s[i]) // a byte of invalid UTF-8
+			continue
+		}
+		switch {
+		case unicode.IsGraphic(r):
+			b.WriteRune(r)
+		case r < utf8.RuneSelf:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }

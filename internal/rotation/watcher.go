@@ -231,6 +231,12 @@ func (w *Watcher) read(p Provider, st []fileState, fi int, now time.Time) {
 	}
 	values, err := f.Parse(b)
 	if err != nil {
+		if first && len(f.Initial) == 0 {
+			// The configuration took the file without values (an empty
+			// SECRET_FILE beside SECRET): found so again, it is as
+			// configured, not a failed reload.
+			return
+		}
 		fail("secret file refused", err)
 		return
 	}

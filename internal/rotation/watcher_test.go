@@ -255,6 +255,35 @@ func TestWatcherKeepsValuesOfABadFile(t *testing.T) {
 	f.noValueLogged("one", "three", "bad")
 }
 
+// A file the configuration took without values (an empty SECRET_FILE
+// beside SECRET) is no error when the first read finds it still so: an
+// alert on errors would fire at every start. It is one once it changes to
+// something unusable, and applied once it holds values.
+func TestWatcherFirstReadOfAFileTakenEmpty(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	put := func(content string) {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("\n")
+	f := newFixture(t, time.Hour, File{Variable: "WHGUARD_PAY_SECRET_FILE", Path: path, Parse: lines})
+	f.w.Poll()
+	if f.count(ResultError) != 0 || f.logs.FilterMessageSnippet("previous values stay").Len() != 0 || f.applied() != "" {
+		t.Fatalf("first read of the file as configured: errors %v, applied %q", f.count(ResultError), f.applied())
+	}
+	put("bad\n")
+	f.w.Poll()
+	if f.count(ResultError) != 1 || f.applied() != "" {
+		t.Fatalf("a bad line: errors %v, applied %q", f.count(ResultError), f.applied())
+	}
+	put("one\n")
+	f.w.Poll()
+	if f.applied() != "[[one]]" || f.count(ResultOK) != 1 {
+		t.Fatalf("values: applied %q", f.applied())
+	}
+}
+
 // Several files of one provider are applied together: a change to one
 // keeps the others' values.
 func TestWatcherAppliesEveryFileOfTheProvider(t *testing.T) {
