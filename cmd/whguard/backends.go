@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -49,17 +48,9 @@ func (c *apiClient) backendsList(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error() + "\n" + backendsUsage)
 	}
-	var raw json.RawMessage
-	if err := c.call(http.MethodGet, "/api/backends", nil, &raw); err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(w, "%s\n", raw)
-		return err
-	}
 	var resp forwarder.Backends
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return fmt.Errorf("read the admin API's answer: %w", err)
+	if shown, err := c.view(w, "/api/backends", *asJSON, &resp); shown || err != nil {
+		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tPROVIDERS\tRATE\tIN FLIGHT\tBREAKER\tPAUSED\tWAITING\tOLDEST")

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -42,19 +41,11 @@ func (c *apiClient) catchupStatus(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return usageError(err.Error() + "\n" + catchupUsage)
 	}
-	var raw json.RawMessage
-	if err := c.call(http.MethodGet, "/api/catchup", nil, &raw); err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(w, "%s\n", raw)
-		return err
-	}
 	var resp struct {
 		Providers []catchup.Status `json:"providers"`
 	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return fmt.Errorf("read the admin API's answer: %w", err)
+	if shown, err := c.view(w, "/api/catchup", *asJSON, &resp); shown || err != nil {
+		return err
 	}
 	if len(resp.Providers) == 0 {
 		_, err := fmt.Fprintln(w, "catch-up is off for every provider (WHGUARD_<NAME>_CATCHUP=on turns it on)")

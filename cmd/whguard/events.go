@@ -145,6 +145,24 @@ type apiClient struct {
 	http        *http.Client
 }
 
+// view GETs path for a command that prints it: with asJSON the API's
+// answer is printed as it came and shown is true; otherwise it is decoded
+// into out for the command to print readably.
+func (c *apiClient) view(w io.Writer, path string, asJSON bool, out any) (shown bool, err error) {
+	var raw json.RawMessage
+	if err := c.call(http.MethodGet, path, nil, &raw); err != nil {
+		return false, err
+	}
+	if asJSON {
+		_, err := fmt.Fprintf(w, "%s\n", raw)
+		return true, err
+	}
+	if err := json.Unmarshal(raw, out); err != nil {
+		return false, fmt.Errorf("read the admin API's answer: %w", err)
+	}
+	return false, nil
+}
+
 func (c *apiClient) call(method, path string, body any, out any) error {
 	var rd io.Reader
 	if body != nil {

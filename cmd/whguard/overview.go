@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -27,20 +25,12 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil || fs.NArg() > 0 {
 		return usageError("events overview takes -window, -minutes and -json\n" + eventsUsage)
 	}
-	var raw json.RawMessage
-	if err := c.call(http.MethodGet, "/api/overview?window="+url.QueryEscape(*window), nil, &raw); err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(w, "%s\n", raw)
-		return err
-	}
 	var o struct {
 		admin.Overview
 		Backends *forwarder.Backends `json:"backends"`
 	}
-	if err := json.Unmarshal(raw, &o); err != nil {
-		return fmt.Errorf("read the admin API's answer: %w", err)
+	if shown, err := c.view(w, "/api/overview?window="+url.QueryEscape(*window), *asJSON, &o); shown || err != nil {
+		return err
 	}
 	var counts []string
 	for _, st := range []string{"pending", "retry", "processing", "dead", "done", "ignored"} {

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"net/url"
 	"strings"
 	"text/tabwriter"
@@ -58,19 +56,11 @@ func (c *apiClient) refusals(args []string, w io.Writer) error {
 			q.Set(k, v)
 		}
 	}
-	var raw json.RawMessage
-	if err := c.call(http.MethodGet, "/api/refusals?"+q.Encode(), nil, &raw); err != nil {
-		return err
-	}
-	if *asJSON {
-		_, err := fmt.Fprintf(w, "%s\n", raw)
-		return err
-	}
 	var resp struct {
 		Refusals []proxy.Refusal `json:"refusals"`
 	}
-	if err := json.Unmarshal(raw, &resp); err != nil {
-		return fmt.Errorf("read the admin API's answer: %w", err)
+	if shown, err := c.view(w, "/api/refusals?"+q.Encode(), *asJSON, &resp); shown || err != nil {
+		return err
 	}
 	if len(resp.Refusals) == 0 {
 		_, err := fmt.Fprintln(w, "no refused requests kept on this replica")
