@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/whguard/whguard/internal/fields"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -60,6 +61,10 @@ type IngressConfig struct {
 	// the admin API; nil keeps none (they are still diagnosed, counted
 	// and logged).
 	Refusals *Refusals
+	// Tracer, when set, makes a SERVER span of each request to a webhook
+	// path and stores its context with the event (proxy/trace.go); nil
+	// makes none.
+	Tracer trace.Tracer
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any
