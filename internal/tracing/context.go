@@ -57,9 +57,16 @@ func Inject(ctx context.Context, h http.Header) {
 	propagator.Inject(ctx, propagation.HeaderCarrier(h))
 }
 
+// MaxTraceState bounds the tracestate kept with an event (and so sent
+// with its attempts): a sender chooses it, and it would otherwise add up
+// to 16 KB to the journal's hot row. Past it, members are dropped from the
+// end, as W3C Trace Context lets a vendor do past 512 characters.
+const MaxTraceState = 512
+
 // Encode is the span context sc as the journal keeps it: its traceparent,
-// then a newline and its tracestate when it has one ("" when sc is not
-// valid: nothing is stored). Both are W3C text, ASCII without newlines.
+// then a newline and its tracestate when it has one, cut to MaxTraceState
+// ("" when sc is not valid: nothing is stored). Both are W3C text, ASCII
+// without newlines.
 func Encode(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
@@ -75,9 +82,28 @@ func Encode(sc trace.SpanContext) string {
 	b.WriteString(sc.TraceFlags().String())
 	if ts := sc.TraceState(); ts.Len() > 0 {
 		b.WriteByte('\n')
-		b.WriteString(ts.String())
+		b.WriteString(boundedState(ts))
 	}
 	return b.String()
+}
+
+// boundedState is ts as text, its last members dropped until it fits in
+// MaxTraceState.
+func boundedState(ts trace.TraceState) string {
+	s := ts.String()
+	if len(s) <= MaxTraceState {
+		return s
+	}
+	var keys []string
+	ts.Walk(func(key, _ string) bool {
+		keys = append(keys, key)
+		return true
+	})
+	for i := len(keys) - 1; i >= 0 && len(s) > MaxTraceState; i-- {
+		ts = ts.Delete(keys[i])
+		s = ts.String()
+	}
+	return s
 }
 
 // Decode returns ctx with the remote span context that stored (Encode's

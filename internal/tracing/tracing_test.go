@@ -3,9 +3,11 @@ package tracing
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -92,6 +94,16 @@ func TestEncodeDecode(t *testing.T) {
 		if !got.Equal(sc.WithRemote(true)) {
 			t.Fatalf("Decode(%q) = %+v, want %+v", s, got, sc)
 		}
+	}
+	// A sender's long trace state is cut from its end.
+	var members []string
+	for i := range 20 {
+		members = append(members, fmt.Sprintf("k%02d=%s", i, strings.Repeat("v", 60)))
+	}
+	s := Encode(spanContext(t, strings.Join(members, ",")))
+	_, state, _ := strings.Cut(s, "\n")
+	if len(state) > MaxTraceState || !strings.HasPrefix(state, members[0]+","+members[1]) || strings.Contains(state, "k19=") {
+		t.Fatalf("long trace state kept as %q (%d bytes)", state, len(state))
 	}
 	if s := Encode(trace.SpanContext{}); s != "" {
 		t.Fatalf("Encode(invalid) = %q", s)
