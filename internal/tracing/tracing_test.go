@@ -294,3 +294,29 @@ func TestStopBoundedByContext(t *testing.T) {
 	}
 	close(exp.release)
 }
+
+// Each exporter builds from the configuration: console writes the spans
+// as JSON, and an OTLP/gRPC exporter with nothing to talk to neither
+// fails the start nor holds the stop past its context.
+func TestExporters(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:1")
+	t.Setenv("OTEL_SERVICE_NAME", "orders-guard")
+	var out strings.Builder
+	tr, err := New(context.Background(), Options{Config: Config{Exporters: []string{ExporterConsole, ExporterOTLP}, Protocol: ProtocolGRPC},
+		Console: &out, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, span := tr.Tracer("x").Start(context.Background(), "console span")
+	span.End()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	start := time.Now()
+	_ = tr.Stop(ctx) // the gRPC export fails: nothing listens
+	if took := time.Since(start); took > 3*time.Second {
+		t.Fatalf("Stop took %s", took)
+	}
+	if s := out.String(); !strings.Contains(s, `"Name":"console span"`) || !strings.Contains(s, "orders-guard") {
+		t.Fatalf("console output lacks the span or the service name:\n%s", s)
+	}
+}
