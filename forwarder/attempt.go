@@ -121,8 +121,10 @@ func (f *Forwarder) deliver(j job) {
 	}
 	sending := f.sending[f.origins[d.Provider]]
 	sending.Add(1)
-	res := send(f.aborted, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now, target.Sync)
+	ctx, span := f.startAttempt(d, target)
+	res := send(ctx, f.cfg.Client, target, d, f.cfg.Timeout, f.cfg.Now, target.Sync)
 	sending.Add(-1)
+	endAttempt(span, res)
 	if f.aborted.Err() == nil {
 		// The backend's answer (or its failure to answer) tunes the limit
 		// of deliveries in flight; before this one's slot is handed over,

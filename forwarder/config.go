@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/internal/fields"
@@ -149,6 +150,9 @@ type Config struct {
 	Client *http.Client
 	// Metrics records delivery metrics; nil means none.
 	Metrics *Metrics
+	// Tracer, when set, makes a span of each attempt (trace.go); nil
+	// makes none, and received traceparent headers pass through.
+	Tracer trace.Tracer
 	// Logger receives the forwarder's logs; nil means none.
 	Logger *zap.Logger
 	// Now is the clock; nil means time.Now.

@@ -118,6 +118,26 @@ func signingDelta(stored, h http.Header) journal.HeaderDelta {
 	return d
 }
 
+// traceDelta adds to d what injecting the attempt's trace context changed
+// in h (the received traceparent and tracestate replaced or removed), so
+// SentHeaders shows what the backend got. Without traces h keeps them.
+func traceDelta(d journal.HeaderDelta, stored, h http.Header) journal.HeaderDelta {
+	for _, name := range []string{"Traceparent", "Tracestate"} {
+		vs, ok := h[name]
+		switch old, had := stored[name]; {
+		case ok && !slices.Equal(old, vs):
+			if d.Set == nil {
+				d.Set = http.Header{}
+			}
+			d.Set[name] = slices.Clone(vs)
+		case !ok && had && !slices.Contains(d.Del, name):
+			d.Del = append(d.Del, name)
+			slices.Sort(d.Del)
+		}
+	}
+	return d
+}
+
 // SentHeaders are the headers attempt number attempt of event id (its
 // provider's event id eventID) sent, rebuilt from its journaled headers
 // and what signing changed in them (journal.Attempt.Sent), as

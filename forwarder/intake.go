@@ -130,7 +130,7 @@ func (in *Intake) Accept(ctx context.Context, ev journal.Event, sync bool) (Acce
 			ID: res.ID, Provider: ev.Provider, EventID: ev.EventID, EventType: ev.EventType,
 			Attempt: 1, BudgetAttempt: 1, Headers: ev.Headers, Body: ev.Body,
 			Path: ev.Path, RawQuery: ev.RawQuery, ReceivedAt: ev.ReceivedAt, OrderKey: ev.OrderKey, Scheme: ev.Scheme,
-			LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor),
+			LeaseToken: ev.LeaseToken, LeaseExpiresAt: claimedAt.Add(ev.LeaseFor), TraceContext: ev.TraceContext,
 		}
 		if sd, ok := in.cfg.Deliverer.(SyncDeliverer); ok && sync {
 			res.Reply = sd.DispatchSync(d)

@@ -32,6 +32,9 @@ type Delivery struct {
 	// Scheme is the scheme the event was verified with (Event.Scheme); ""
 	// for an event journaled before whguard recorded it.
 	Scheme string
+	// TraceContext is the trace context of the event's receipt
+	// (Event.TraceContext); "" when none was stored.
+	TraceContext string
 	// LeaseToken fences every state change of this lease.
 	LeaseToken uuid.UUID
 	// LeaseExpiresAt is when the reaper may take the row back.

@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/whguard/whguard/internal/groupcommit"
+	"github.com/whguard/whguard/internal/tracing"
 )
 
 // GroupCommitter gathers concurrent Append calls into shared batches: one
@@ -16,6 +20,8 @@ import (
 // without changing any caller.
 type GroupCommitter struct {
 	g *groupcommit.Group[Event, Result]
+	// tracer, when set, makes a "journal commit" span of each wait.
+	tracer trace.Tracer
 }
 
 // NewGroupCommitter wraps a store's Append. maxInFlight bounds concurrent
@@ -27,8 +33,26 @@ func NewGroupCommitter(s interface {
 	return &GroupCommitter{g: groupcommit.New(groupcommit.Config{MaxBatch: 100, MaxInFlight: maxInFlight, OnFlush: onCommit}, s.Append)}
 }
 
+// Traced makes the committer record each caller's wait for its shared
+// commit as a "journal commit" span under the caller's span (none for a
+// caller without one), with the commit's batch size; nil records none.
+func (c *GroupCommitter) Traced(t trace.Tracer) *GroupCommitter {
+	c.tracer = t
+	return c
+}
+
 // Append journals events in the next shared batch. An error means the
 // events are not known to be committed: never acknowledge them.
 func (c *GroupCommitter) Append(ctx context.Context, events []Event) ([]Result, error) {
-	return c.g.Do(ctx, events)
+	if c.tracer == nil || !trace.SpanContextFromContext(ctx).IsValid() {
+		return c.g.Do(ctx, events)
+	}
+	ctx, span := c.tracer.Start(ctx, "journal commit")
+	res, batch, err := c.g.DoBatch(ctx, events)
+	span.SetAttributes(tracing.AttrBatchSize.Int(batch))
+	if err != nil {
+		span.SetStatus(codes.Error, "commit failed")
+	}
+	span.End()
+	return res, err
 }

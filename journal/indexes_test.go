@@ -347,7 +347,7 @@ func TestAppendPlanProbesTheKeyOnceTheJournalGrows(t *testing.T) {
 	plan, err := explain(ctx, conn, justification{name: "append", generic: true,
 		args: `ARRAY['stripe'], ARRAY['evt_1'], ARRAY['t'], ARRAY['h'], ARRAY[now()], ARRAY['{}'::jsonb], ARRAY['\x00'::bytea],
 			ARRAY['/'], ARRAY[''], 'whguard_events', '', ARRAY[30::float8], ARRAY['00000000-0000-0000-0000-000000000000'::uuid],
-			ARRAY['g'], ARRAY[''], ARRAY[false], ARRAY[false], ARRAY['stripe'], NULL::text[], ARRAY[202]`})
+			ARRAY['g'], ARRAY[''], ARRAY[false], ARRAY[false], ARRAY['stripe'], NULL::text[], ARRAY[202], NULL::text[]`})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -191,6 +191,11 @@ type Event struct {
 	// CatchupAsked: catch-up may have asked the provider to redeliver
 	// this event (GitHub); it is journaled as SourceCatchup when it did.
 	CatchupAsked bool
+	// TraceContext is the trace context of the event's receipt (the
+	// ingress's span, as internal/tracing encodes it: W3C traceparent and
+	// tracestate), stored with a new event so every attempt and replay of
+	// it joins that trace; "" with tracing off (stored as NULL).
+	TraceContext string
 }
 
 // Outcome says what appending an event did.

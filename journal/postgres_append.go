@@ -45,6 +45,9 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	// always): unnest pads it with NULLs, read as webhook, and the batch
 	// encodes no array for it.
 	var sources []string
+	// traces likewise stays empty while no event has a trace context
+	// (traces off): NULLs, and no array encoded.
+	var traces []string
 	claimsOnly := true // no new row will be pending: nobody else need hear of them
 	now := time.Now()
 	for i, e := range entries {
@@ -60,6 +63,12 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 			sources[i] = arg
 		} else if sources != nil {
 			sources[i] = arg
+		}
+		if e.ev.TraceContext != "" && traces == nil {
+			traces = make([]string, n)
+		}
+		if traces != nil {
+			traces[i] = e.ev.TraceContext
 		}
 		if !e.ev.Ignored {
 			// An ignored event takes no place in its key's line: it is
@@ -94,7 +103,7 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	// PostgreSQL and every round trip waits its turn, so this is what
 	// bounds ingest.
 	args := []any{providers, ids, types, hashes, received, headers, bodies, paths, queries,
-		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources, answers}
+		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources, answers, traces}
 	ins, err := p.insertBatch(ctx, sqlAppend, providers, orderKeys, received, entries, args)
 	if isUniqueViolation(err) {
 		// A concurrent batch committed one of these keys after this

@@ -12,7 +12,8 @@ package journal
 // verified with, $18, with its payload; how it came in, $19, where
 // 'asked' means catch-up when catch-up asked the provider for its id; empty
 // when every event is a webhook; what its sender is answered, $20, 0 when
-// not known yet),
+// not known yet; its receipt's trace context, $21, empty when traces are
+// off, stored as NULL),
 // NOTIFYs when $11 is set and something was new,
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
@@ -42,14 +43,15 @@ WITH input AS (
            END AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
-                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::int[])
+                $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::int[], $21::text[])
            WITH ORDINALITY AS b(provider, event_id, event_type, content_hash, received_at, headers, body, path, raw_query,
-                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, answer, ord)
+                                lease_secs, lease_token, guard, order_key, order_block, ignored, scheme, source_arg, answer,
+                                trace_ctx, ord)
     ) b
 ), ins AS (
     INSERT INTO whguard_events (provider, event_id, event_type, content_hash, received_at, next_attempt_at,
                                 status, attempts, lease_token, lease_expires_at, body_guard,
-                                order_key, order_block, order_holds, source, first_answer)
+                                order_key, order_block, order_holds, source, first_answer, trace_context)
     SELECT provider, event_id, event_type, content_hash, received_at,
            CASE WHEN parked THEN ` + pgParked + ` ELSE now() END,
            CASE WHEN ignored THEN 'ignored' WHEN lease_secs > 0 AND NOT behind THEN 'processing' ELSE 'pending' END,
@@ -57,7 +59,7 @@ WITH input AS (
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN lease_token END,
            CASE WHEN lease_secs > 0 AND NOT behind AND NOT ignored THEN now() + make_interval(secs => lease_secs) END,
            NULLIF(guard, ''),
-           NULLIF(order_key, ''), order_block, order_key <> '', source, NULLIF(answer, 0)
+           NULLIF(order_key, ''), order_block, order_key <> '', source, NULLIF(answer, 0), NULLIF(trace_ctx, '')
     FROM input ` + where + `ORDER BY ord
     ` + onConflict + `
     RETURNING id, provider, event_id, received_at

@@ -26,7 +26,7 @@ func (p *Postgres) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]
 		token   pgtype.UUID
 	)
 	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base,
-		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &d.OrderKey, &headers, &d.Body, &d.Path, &d.RawQuery, &d.Scheme}, func() error {
+		&token, &d.LeaseExpiresAt, &d.ReceivedAt, &d.OrderKey, &d.TraceContext, &headers, &d.Body, &d.Path, &d.RawQuery, &d.Scheme}, func() error {
 		c := d
 		c.LeaseToken = token.Bytes
 		c.BudgetAttempt = d.Attempt - base
@@ -241,7 +241,8 @@ WITH leased AS (
         LIMIT $1
         FOR UPDATE SKIP LOCKED))
     RETURNING ev.id, ev.provider, ev.event_id, ev.event_type, ev.attempts, ev.budget_base,
-              ev.lease_token, ev.lease_expires_at, ev.received_at, coalesce(ev.order_key, '')
+              ev.lease_token, ev.lease_expires_at, ev.received_at, coalesce(ev.order_key, ''),
+              coalesce(ev.trace_context, '')
 )
 SELECT l.*, p.headers, p.body, p.path, p.raw_query, coalesce(p.scheme, '')
 FROM leased l JOIN ` + payloadOf("l") + ` ON true

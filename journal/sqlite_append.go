@@ -68,6 +68,10 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 					source = SourceCatchup
 				}
 			}
+			var trace any // NULL with traces off
+			if e.ev.TraceContext != "" {
+				trace = e.ev.TraceContext
+			}
 			due := now
 			if ahead >= 2 {
 				due = sqliteParked // see pgParked
@@ -77,7 +81,7 @@ func (s *SQLite) appendBatch(ctx context.Context, events []Event) ([]Result, err
 				answer = e.ev.Answer
 			}
 			err := tx.QueryRowContext(ctx, sqliteInsertEvent, e.ev.Provider, e.ev.EventID, e.ev.EventType, e.ev.ContentHash, due, received, now,
-				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil, source, answer).Scan(&id)
+				string(status), attempts, token, expires, guard, orderKey, e.ev.OrderBlock, orderKey != nil, source, answer, trace).Scan(&id)
 			ref, isNew := existingRow{}, false
 			switch {
 			case err == nil:
@@ -148,8 +152,8 @@ const (
 	sqliteInsertEvent = `
 INSERT INTO whguard_events (provider, event_id, event_type, content_hash, next_attempt_at, received_at, updated_at,
                             status, attempts, lease_token, lease_expires_at, body_guard,
-                            order_key, order_block, order_holds, source, first_answer)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                            order_key, order_block, order_holds, source, first_answer, trace_context)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 ON CONFLICT DO NOTHING
 RETURNING id`
 	sqliteInsertPayload   = `INSERT INTO whguard_payloads (event_row_id, headers, body, path, raw_query, scheme) VALUES (?, ?, ?, ?, ?, ?)`

@@ -37,7 +37,7 @@ func (s *SQLite) Lease(ctx context.Context, n int, leaseFor time.Duration) ([]De
 			c.LeaseExpiresAt, c.ReceivedAt = time.Unix(0, expires), time.Unix(0, recvAt)
 			out = append(out, c)
 			return nil
-		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt, &d.OrderKey); err != nil {
+		}, &d.ID, &d.Provider, &d.EventID, &d.EventType, &d.Attempt, &base, &token, &expires, &recvAt, &d.OrderKey, &d.TraceContext); err != nil {
 			return fmt.Errorf("lease events: %w", err)
 		}
 		for i := range out {
@@ -217,7 +217,7 @@ WHERE id IN (
                         AND b.status = 'processing')))
     ORDER BY next_attempt_at, id LIMIT ?)
 RETURNING id, provider, event_id, event_type, attempts, budget_base, lease_token, lease_expires_at, received_at,
-          coalesce(order_key, '')`
+          coalesce(order_key, ''), coalesce(trace_context, '')`
 	sqlitePayload  = `SELECT headers, body, path, raw_query, coalesce(scheme, '') FROM whguard_payloads WHERE event_row_id = ?`
 	sqliteComplete = `
 UPDATE whguard_events

@@ -63,6 +63,7 @@ func (in *Ingress) replyAs(w http.ResponseWriter, provider, result string, statu
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 	in.metrics.observeIngress(provider, result, in.now().Sub(start))
+	noteResult(w, result)
 	if status >= 400 && status != http.StatusConflict {
 		in.log.Info("webhook refused", append([]zap.Field{zap.String("provider", provider), zap.String("result", result), zap.Int("status", status)}, fields...)...)
 	}

@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/whguard/whguard/internal/fields"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
 
@@ -64,6 +65,10 @@ type IngressConfig struct {
 	// sync-mode sender's answer when it was the backend's reply (the
 	// event's timeline); nil records neither.
 	Receipts ReceiptRecorder
+	// Tracer, when set, makes a SERVER span of each request to a webhook
+	// path and stores its context with the event (proxy/trace.go); nil
+	// makes none.
+	Tracer trace.Tracer
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any

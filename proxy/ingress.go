@@ -14,6 +14,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/forwarder"
@@ -77,6 +78,8 @@ type Ingress struct {
 	// their diagnoses.
 	refusals *Refusals
 	gate     diagnosisGate
+	// tracer makes a span of each request to a webhook path (nil: none).
+	tracer trace.Tracer
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -109,6 +112,7 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		refusals: cfg.Refusals,
 		peers:    peersOf(cfg.Routes),
 		receipts: cfg.Receipts,
+		tracer:   cfg.Tracer,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()
@@ -150,6 +154,13 @@ type acceptedReply struct {
 // stops the request.
 func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := in.now()
+	if in.tracer != nil {
+		if route, ok := in.routes[r.URL.Path]; ok {
+			var end func()
+			w, r, end = in.startSpan(w, r, route)
+			defer end()
+		}
+	}
 	route, ok := in.route(w, r, start)
 	if !ok {
 		return
@@ -172,6 +183,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.refuse(w, r, &route, err, body, true, start)
 		return
 	}
+	noteEvent(w, event.ID, 0)
 	if event.Handshake != nil {
 		// A verified sender handshake: answered as the sender requires,
 		// never journaled or forwarded.
@@ -201,6 +213,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		Scheme:      route.Provider.SchemeName(),
 		// Journaled as catch-up's when catch-up asked for it.
 		CatchupAsked: route.CatchupAsked,
+		TraceContext: traceContext(w),
 	}
 	sync := route.Sync && event.Reply == nil
 	// The commit is bounded by its own deadline, not by the sender's
@@ -216,6 +229,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		in.reply(w, name, ResultUnavailable, http.StatusServiceUnavailable, errorBody("journal unavailable, retry later"), start)
 		return
 	}
+	noteEvent(w, event.ID, acc.ID)
 	if in.receipts == nil || (acc.Outcome != journal.Duplicate && !(acc.Outcome == journal.Inserted && sync)) {
 		in.respond(ctx, w, route, event, ev.Ignored, sync, acc, start)
 		if acc.Outcome == journal.Refused {

@@ -74,4 +74,5 @@ func (in *Ingress) replyStored(w http.ResponseWriter, provider, result string, r
 		_, _ = w.Write(r.Body)
 	}
 	in.metrics.observeIngress(provider, result, in.now().Sub(start))
+	noteResult(w, result)
 }

@@ -15,7 +15,9 @@
 //
 // Phases: a closed-loop throughput run per server (64 senders), an
 // open-loop fixed-rate run per server (2 000 req/s), and a backlog run per
-// whguard store (delivery capacity). It prints a table, the ratios against
+// whguard store (delivery capacity); whguard-pg's throughput run is made
+// again with traces on (-traces: every span sampled, to a local sink). It
+// prints a table, the ratios against
 // the targets (reported, never asserted), and writes
 // cmd/whguard-bench/out/results.json and BENCHMARKS.png.
 package main
@@ -49,6 +51,8 @@ type options struct {
 	// built from this checkout: the way to measure old code against new
 	// in interleaved pairs with one harness.
 	whguardBin string
+	// traces adds the throughput run of whguard-pg with traces on.
+	traces bool
 }
 
 func main() {
@@ -87,6 +91,7 @@ func parseFlags(args []string) (options, error) {
 	only := fs.String("only", strings.Join(serverNames(), ","), "comma list of servers to run")
 	fixed := fs.String("fixed", strings.Join(serverNames(), ","), "comma list of servers to run at the fixed rate too (empty: none)")
 	fs.StringVar(&o.whguardBin, "whguard", "", "run this whguard binary instead of building ./cmd/whguard (old against new, in interleaved pairs)")
+	fs.BoolVar(&o.traces, "traces", true, "also whguard-pg's throughput with traces on (every span sampled, exported over OTLP/HTTP to a local sink), as a ratio to its run without")
 	fs.BoolVar(&o.long, "long", false, "also the long runs: -long-events through whguard-pg (bounded memory), and an empty vs -preload-rows journal comparison")
 	fs.IntVar(&o.longEvents, "long-events", 1_000_000, "requests of the -long memory run (0 skips it)")
 	fs.IntVar(&o.preloadRows, "preload-rows", 5_000_000, "rows pre-loaded in the journal for the -long comparison (0 skips it)")

@@ -115,21 +115,23 @@ func (h *harness) throughput(ctx context.Context, server string, n int) Result {
 }
 
 // throughputOn is the closed-loop run of server on dbURL: n pre-signed
-// requests, h.opts.senders senders, warm-up then the measured window.
-func (h *harness) throughputOn(ctx context.Context, server, dbURL string, n int) Result {
+// requests, h.opts.senders senders, warm-up then the measured window;
+// extraEnv adds settings.
+func (h *harness) throughputOn(ctx context.Context, server, dbURL string, n int, extraEnv ...string) Result {
 	r := Result{Server: server, Mode: "throughput", Senders: h.opts.senders}
 	h.loadRun(ctx, &r, dbURL, "tp", n, h.opts.senders, func(l *load) {
 		runClosed(ctx, l, h.opts.senders, h.opts.warmup, h.opts.duration)
-	})
+	}, extraEnv...)
 	return r
 }
 
-// loadRun starts r.Server on dbURL with a fast backend, sends it n
-// requests pre-signed by a signer tagged tag over conns connections as
-// run drives them, and fills in r (r.Failed when the server did not start).
-func (h *harness) loadRun(ctx context.Context, r *Result, dbURL, tag string, n, conns int, run func(*load)) {
+// loadRun starts r.Server on dbURL (with extraEnv) and a fast backend,
+// sends it n requests pre-signed by a signer tagged tag over conns
+// connections as run drives them, and fills in r (r.Failed when the
+// server did not start).
+func (h *harness) loadRun(ctx context.Context, r *Result, dbURL, tag string, n, conns int, run func(*load), extraEnv ...string) {
 	sg := newSigner(tag)
-	s, err := h.open(ctx, r.Server, dbURL, sg, uniquesIn(n), false, 0)
+	s, err := h.open(ctx, r.Server, dbURL, sg, uniquesIn(n), false, 0, extraEnv...)
 	if err != nil {
 		r.Failed = err.Error()
 		return

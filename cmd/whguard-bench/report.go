@@ -19,6 +19,10 @@ func printReport(w io.Writer, rep *Report) {
 		resultTable(w, rep.Throughput, false)
 		printStatements(w, rep.Throughput)
 	}
+	if rep.Traces != nil {
+		fmt.Fprintf(w, "\nTRACES (whguard-pg's throughput run again, traces on: every span sampled, exported to a local OTLP/HTTP sink)\n")
+		resultTable(w, []Result{*rep.Traces}, false)
+	}
 	if len(rep.FixedRate) > 0 {
 		fmt.Fprintf(w, "\nFIXED RATE (open loop, %d req/s, %gs measured after %gs warm-up; latency from the scheduled send)\n",
 			s.Rate, s.FixedSeconds, s.WarmupSeconds)

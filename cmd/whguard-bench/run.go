@@ -32,6 +32,8 @@ type Report struct {
 	Backlog    []Backlog `json:"backlog"`
 	Targets    []Target  `json:"targets"`
 	Long       *Long     `json:"long,omitempty"`
+	// Traces is whguard-pg's throughput run with traces on (-traces).
+	Traces *Result `json:"traces,omitempty"`
 }
 
 // Settings records the flags a report was measured with.
@@ -73,6 +75,13 @@ func run(ctx context.Context, opts options) int {
 		}
 		progress("  %s", oneLine(r))
 		rep.Throughput = append(rep.Throughput, r)
+		if server == serverWhguardPG && opts.traces && ctx.Err() == nil {
+			// Right after the run without traces, on the same settings.
+			progress("throughput: %s (traces on, every span sampled, to a local OTLP/HTTP sink)", serverWhguardPGTraced)
+			r := h.throughputTraced(ctx, h.capacity(nullRate))
+			progress("  %s", oneLine(r))
+			rep.Traces = &r
+		}
 	}
 	for _, server := range opts.only {
 		if ctx.Err() != nil || !slices.Contains(opts.fixed, server) {

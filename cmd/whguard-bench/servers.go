@@ -29,6 +29,10 @@ const (
 	// serverWhguardPGOrdered is whguard-pg with per-key order on many
 	// keys: a backlog run only, for the cost of ordering.
 	serverWhguardPGOrdered = "whguard-pg-ordered"
+	// serverWhguardPGTraced is whguard-pg with traces on, every span
+	// sampled and exported to a local sink: a throughput run only, for
+	// the cost of traces (traces.go).
+	serverWhguardPGTraced = "whguard-pg-traced"
 )
 
 // slowBackendLatency is the answer time of the slow backend: a typical
@@ -92,7 +96,8 @@ func (h *harness) start(ctx context.Context, server, dbURL, secret, backendURL s
 	if err != nil {
 		return nil, err
 	}
-	env := environWithout("WHGUARD_", secretEnvVariable)
+	// Nor OTEL_*: traces are on only in the run that measures them.
+	env := environWithout("WHGUARD_", "OTEL_", secretEnvVariable)
 	logPath := filepath.Join(h.tmp, fmt.Sprintf("%s-%d.log", server, time.Now().UnixNano()))
 	var argv []string
 	readyURL := "http://" + addr + "/healthz"

@@ -62,6 +62,8 @@ func targets(rep *Report) []Target {
 		ratio("whguard-pg / naive-pg acks/s", pg, naive, havePG, haveNaive, 3),
 		ratio("whguard-pg / null acks/s", pg, null, havePG, haveNull, 0.6))
 
+	ts = append(ts, tracesTarget(rep, pg, havePG))
+
 	t := Target{Name: "whguard-pg errors", Goal: "0", Status: statusNA}
 	if havePG {
 		t.Value = fmt.Sprintf("%d", pg.Errors)

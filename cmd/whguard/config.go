@@ -14,6 +14,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/internal/tracing"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/verify"
@@ -155,6 +156,8 @@ type config struct {
 	ingress proxy.IngressConfig
 	gov     governor.Config
 	alerts  alert.Config
+	// tracing is what the OTEL_* variables ask of traces (traces.go).
+	tracing tracing.Config
 
 	providers []providerConfig
 }
@@ -238,6 +241,7 @@ func loadConfig(environ []string) (*config, []string, error) {
 	var ps problems
 	c := defaultConfig()
 	ps.merge(parseEnv(&c, envPrefix, vars))
+	c.loadTracing(vars, &ps)
 	known := knownKeys(&config{}, envPrefix)
 	readBy := map[string]string{} // variable → who reads it
 	for k := range known {

@@ -82,6 +82,10 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"WHGUARD_ALERT_REPEAT", "0s", nil, "positive"},
 		{"WHGUARD_ADMIN_TOKEN", "...", nil, "placeholder from the docs"},
 		{"WHGUARD_ALERT_BACKLOG_AGE", "-1m", nil, "positive"},
+		// The standard OTEL_* variables whguard reads itself.
+		{"OTEL_TRACES_EXPORTER", "zipkin", nil, "otlp, console or none"},
+		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", []string{"OTEL_TRACES_EXPORTER=otlp"}, "http/protobuf or grpc"},
+		{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318"}, "http/protobuf or grpc"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},

@@ -73,6 +73,9 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 		return err
 	}
 	g := startstop.NewGroup(log)
+	// First, so stopped last: the spans of the last requests and
+	// deliveries are flushed, within what is left of the deadline.
+	g.Add("traces", p.traces)
 	g.Add("journal", p.journal)
 	g.Add("admin listener", p.admin)
 	if p.metrics != nil {

@@ -35,7 +35,9 @@ type parts struct {
 	alerts     startstop.Service // nil: no alerts
 	catchup    startstop.Service // nil: catch-up is off
 	// rotation reads the secret and key files again (nil: none is set).
-	rotation       startstop.Service
+	rotation startstop.Service
+	// traces flushes the spans still queued as whguard stops.
+	traces         startstop.Service
 	ingress, admin *listener
 	metrics        *listener // nil: metrics stay on the admin listener
 	// listenerErrs receives a listener's failure to serve.
@@ -98,9 +100,15 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	if err != nil {
 		return nil, err
 	}
+	traces, err := newTracing(cfg, reg, log.Named("tracing"))
+	if err != nil {
+		return nil, err
+	}
+	p.traces = traces
 	fwdCfg := cfg.forward
 	fwdCfg.Governor, fwdCfg.Store, fwdCfg.Targets, fwdCfg.Listen = gov, j, targets, listen
 	fwdCfg.Metrics, fwdCfg.Logger = forwarder.NewMetrics(reg), log.Named("forwarder")
+	fwdCfg.Tracer = traces.Tracer(tracerForwarder)
 	if alerts != nil {
 		fwdCfg.Alerts = alerts
 	}
@@ -121,7 +129,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	ingressMetrics := proxy.NewMetrics(reg)
 	ingressMetrics.Zero(providerNames(cfg))
 	intake, err := forwarder.NewIntake(forwarder.IntakeConfig{
-		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit),
+		Journal: journal.NewGroupCommitter(j, commitsInFlight, ingressMetrics.ObserveCommit).Traced(traces.Tracer(tracerJournal)),
 		// A new event is inserted leased and delivered from memory after
 		// its commit (no lease statement); the others are leased, woken.
 		Deliverer: fwd,
@@ -132,6 +140,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	}
 	ingressCfg := cfg.ingress
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
+	ingressCfg.Tracer = traces.Tracer(tracerIngress)
 	// Duplicates of sync-mode events get the reply stored with them; what
 	// duplicates were answered goes to the events' timelines.
 	ingressCfg.Replies, ingressCfg.Receipts = j, j

@@ -68,7 +68,9 @@ type call[T, R any] struct {
 	deadline time.Time
 	res      []R
 	err      error
-	done     chan struct{}
+	// batch is how many items the flush that carried the call wrote.
+	batch int
+	done  chan struct{}
 }
 
 // New returns a Group that writes through flush.
@@ -100,8 +102,15 @@ func New[T, R any](cfg Config, flush Flush[T, R]) *Group[T, R] {
 // just as its deadline passes can be reported as failed; such items are
 // written and a retry of them meets them as duplicates.
 func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
+	res, _, err := g.DoBatch(ctx, items)
+	return res, err
+}
+
+// DoBatch is Do that also says how many items the flush that carried
+// items wrote, theirs included (0 when they were failed before a flush).
+func (g *Group[T, R]) DoBatch(ctx context.Context, items []T) (res []R, batch int, err error) {
 	if len(items) == 0 {
-		return nil, nil
+		return nil, 0, nil
 	}
 	c := &call[T, R]{items: items, done: make(chan struct{})}
 	c.deadline, _ = ctx.Deadline()
@@ -113,7 +122,7 @@ func (g *Group[T, R]) Do(ctx context.Context, items []T) ([]R, error) {
 	}
 	g.mu.Unlock()
 	<-c.done
-	return c.res, c.err
+	return c.res, c.batch, c.err
 }
 
 // run flushes queued calls until the queue is empty.
@@ -178,6 +187,7 @@ func (g *Group[T, R]) run() {
 		}
 		off := 0
 		for _, c := range batch {
+			c.batch = len(items)
 			if err != nil {
 				c.err = err
 			} else {

@@ -3,6 +3,7 @@ package groupcommit
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -297,6 +298,34 @@ func TestLingerGathersCalls(t *testing.T) {
 		}
 		if took := time.Since(start); took != 0 {
 			t.Errorf("a full batch waited %s", took)
+		}
+	})
+}
+
+// DoBatch tells each call the size of the flush that carried it: calls
+// queued behind a running flush share the next one and learn its size.
+func TestDoBatchTellsTheFlushSize(t *testing.T) {
+	t.Parallel()
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		g := New(Config{}, func(_ context.Context, items []int) ([]int, error) {
+			if items[0] == 0 {
+				<-release // the first flush runs until the others queue
+			}
+			return make([]int, len(items)), nil
+		})
+		sizes := make([]int, 4)
+		var wg sync.WaitGroup
+		wg.Go(func() { _, sizes[0], _ = g.DoBatch(context.Background(), []int{0}) })
+		synctest.Wait() // the first flush is running
+		for i := 1; i < 4; i++ {
+			wg.Go(func() { _, sizes[i], _ = g.DoBatch(context.Background(), []int{i, i}) })
+		}
+		synctest.Wait() // the rest are queued behind it
+		close(release)
+		wg.Wait()
+		if want := []int{1, 6, 6, 6}; !slices.Equal(sizes, want) {
+			t.Fatalf("batch sizes %v, want %v", sizes, want)
 		}
 	})
 }

@@ -66,6 +66,7 @@ func suite(h Harness) []struct {
 			{"SyncReplies", testSyncReplies},
 			{"Stats", testStats},
 			{"MinuteFigures", testMinuteFigures},
+			{"TraceContextKept", testTraceContextKept},
 		}},
 		{"Transitions", transitionTests()},
 		{"Replay", []test{

@@ -1,0 +1,101 @@
+// Package tracing sets up whguard's OpenTelemetry traces from the standard
+// OTEL_* variables alone (docs/operations.md, "Traces"), and carries a
+// trace's context between a webhook's receipt and its deliveries: through
+// the journal as text, and to the backend as W3C traceparent/tracestate.
+//
+// Tracing is off unless the environment asks for it; off, nothing of it
+// runs: no tracer, no span, no header touched, nothing stored.
+package tracing
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Exporters, the values of OTEL_TRACES_EXPORTER whguard takes.
+const (
+	ExporterOTLP    = "otlp"
+	ExporterConsole = "console"
+	ExporterNone    = "none"
+)
+
+// OTLP protocols, the values of OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL
+// whguard takes.
+const (
+	ProtocolHTTP = "http/protobuf"
+	ProtocolGRPC = "grpc"
+)
+
+// Config is what the environment asks of tracing. The zero value is off.
+type Config struct {
+	// Exporters are where spans go (ExporterOTLP, ExporterConsole), in
+	// the order named; none: tracing is off.
+	Exporters []string
+	// Protocol is the OTLP exporter's (ProtocolHTTP or ProtocolGRPC).
+	Protocol string
+}
+
+// On reports whether spans are made at all.
+func (c Config) On() bool { return len(c.Exporters) > 0 }
+
+// VarError is a variable whose value tracing cannot use.
+type VarError struct {
+	Var string
+	Msg string
+}
+
+func (e *VarError) Error() string { return e.Var + ": " + e.Msg }
+
+// FromEnv decides from the OTEL_* variables (getenv returns "" for an unset
+// one) whether traces are on, and where they go:
+//   - OTEL_SDK_DISABLED=true turns them off, whatever else is set;
+//   - OTEL_TRACES_EXPORTER, a comma list of otlp and console, turns them
+//     on; none turns them off;
+//   - unset, they are on (otlp) when OTEL_EXPORTER_OTLP_ENDPOINT or
+//     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else off.
+//
+// The OTLP protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
+// OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf. A value whguard cannot
+// honour is a *VarError naming its variable: a collector that silently
+// gets nothing is worse than a refusal to start.
+func FromEnv(getenv func(string) string) (Config, error) {
+	if strings.EqualFold(strings.TrimSpace(getenv("OTEL_SDK_DISABLED")), "true") {
+		return Config{}, nil
+	}
+	var c Config
+	if list := strings.TrimSpace(getenv("OTEL_TRACES_EXPORTER")); list != "" {
+		for name := range strings.SplitSeq(list, ",") {
+			switch name = strings.ToLower(strings.TrimSpace(name)); name {
+			case ExporterNone:
+				return Config{}, nil
+			case ExporterOTLP, ExporterConsole:
+				if !slices.Contains(c.Exporters, name) {
+					c.Exporters = append(c.Exporters, name)
+				}
+			case "":
+			default:
+				return Config{}, &VarError{Var: "OTEL_TRACES_EXPORTER",
+					Msg: fmt.Sprintf("%q is not an exporter whguard has (otlp, console or none)", name)}
+			}
+		}
+	} else if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
+		c.Exporters = []string{ExporterOTLP}
+	}
+	if !slices.Contains(c.Exporters, ExporterOTLP) {
+		return c, nil
+	}
+	name, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
+	if proto == "" {
+		name, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", strings.TrimSpace(getenv("OTEL_EXPORTER_OTLP_PROTOCOL"))
+	}
+	switch proto {
+	case "", ProtocolHTTP:
+		c.Protocol = ProtocolHTTP
+	case ProtocolGRPC:
+		c.Protocol = ProtocolGRPC
+	default:
+		return Config{}, &VarError{Var: name, Msg: fmt.Sprintf("%q is not a protocol whguard exports with (http/protobuf or grpc)", proto)}
+	}
+	return c, nil
+}
