@@ -65,23 +65,16 @@ type sender interface {
 
 var (
 	_ sender = (*standardScheme)(nil)
-	_ sender = (*stripeScheme)(nil)
 	_ sender = (*githubScheme)(nil)
-	_ sender = (*slackScheme)(nil)
 	_ sender = (*shopifyScheme)(nil)
 	_ sender = (*twilioScheme)(nil)
-	_ sender = (*paddleScheme)(nil)
 	_ sender = (*linearScheme)(nil)
 	_ sender = (*intercomScheme)(nil)
-	_ sender = (*zoomScheme)(nil)
 	_ sender = (*squareScheme)(nil)
 	_ sender = (*pagerDutyScheme)(nil)
 	_ sender = (*gitLabScheme)(nil)
 	_ sender = (*bodyHMACScheme)(nil)
 	_ sender = (*twitchScheme)(nil)
-	_ sender = (*calendlyScheme)(nil)
-	_ sender = (*zendeskScheme)(nil)
-	_ sender = (*workosScheme)(nil)
 	_ sender = (*hubspotScheme)(nil)
 	_ sender = (*mailgunScheme)(nil)
 	_ sender = (*postmarkScheme)(nil)
@@ -119,6 +112,11 @@ func NewSender(cfg ProviderConfig) (*Sender, error) {
 		return nil, fmt.Errorf("configure provider %q: %w", cfg.Name, err)
 	}
 	s, ok := v.(sender)
+	if r, isResigner := v.(resigner); !ok && isResigner {
+		// A scheme that re-signs writes what its sender writes: built
+		// with the current secret alone, it signs with it alone.
+		s, ok = resignSender{r}, true
+	}
 	if !ok {
 		return nil, fmt.Errorf("provider %q: scheme %s cannot sign as its sender", cfg.Name, cfg.Scheme)
 	}
@@ -130,6 +128,22 @@ func NewSender(cfg ProviderConfig) (*Sender, error) {
 		out.cred = cur.Secrets[0]
 	}
 	return out, nil
+}
+
+// send signs as it re-signs. Needed: the embedded *hmacScheme's send
+// (no timestamp) would otherwise be promoted.
+func (s hmacTimestampScheme) send(r *Request, _ string, at time.Time) error {
+	s.resign(r.Header, r.Body, at)
+	return nil
+}
+
+// resignSender sends as a re-signing scheme re-signs (the schemes whose
+// sender needs nothing more: no id or type of their own to set first).
+type resignSender struct{ r resigner }
+
+func (s resignSender) send(r *Request, _ string, at time.Time) error {
+	s.r.resign(r.Header, r.Body, at)
+	return nil
 }
 
 // Sign adds to r what the provider's sender adds at time at: the signature
@@ -148,49 +162,6 @@ func (s *Sender) Sign(r *Request, at time.Time) error {
 	if err := s.signer.send(r, s.cred, at); err != nil {
 		return fmt.Errorf("sign the request: %w", err)
 	}
-	return nil
-}
-
-// The schemes that re-sign write what their sender writes: resign, given
-// a scheme built with the current secret alone, signs with it alone.
-
-func (s *stripeScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *slackScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *paddleScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *zoomScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *calendlyScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *zendeskScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s *workosScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
-	return nil
-}
-
-func (s hmacTimestampScheme) send(r *Request, _ string, at time.Time) error {
-	s.resign(r.Header, r.Body, at)
 	return nil
 }
 
