@@ -9,39 +9,68 @@ import (
 )
 
 // RecordReceipts records requests that brought events, after they were
-// answered: a duplicate counts on its event's receipts row (written at
-// its first duplicate) and joins its latest MaxReceipts; a first answer
-// replaces the one the append recorded. An event gone meanwhile (retention)
-// records nothing. They go through the queue pool (synchronous_commit
-// off): a receipt is history, not an event, and waiting for its WAL flush
-// put a commit of its own on every duplicate's path, behind ingest's
-// (10 % duplicates cost ~20 % of the acknowledgements). A PostgreSQL crash
-// may forget the last fraction of a second of them, never an event.
+// answered, in one statement per kind: duplicates count on their events'
+// receipts rows (written at each one's first duplicate), each joining its
+// event's latest MaxReceipts; a first answer replaces the one the append
+// recorded. An event gone meanwhile (retention) records nothing. They go
+// through the queue pool (synchronous_commit off): a receipt is history,
+// not an event, and waiting for its WAL flush behind ingest's cost
+// acknowledgements. A PostgreSQL crash may forget the last fraction of a
+// second of them, never an event. Callers batch them (ReceiptWriter).
 func (p *Postgres) RecordReceipts(ctx context.Context, rs []Receipt) error {
+	var (
+		dupIDs, firstIDs     []int64
+		dupAt                []time.Time
+		dupAnswers, firstAns []int16
+	)
 	for _, r := range rs {
-		var err error
 		if r.First {
-			_, err = p.queue.Exec(ctx, `UPDATE whguard_events SET first_answer = $2 WHERE id = $1`, r.ID, r.Answer)
+			firstIDs, firstAns = append(firstIDs, r.ID), append(firstAns, int16(r.Answer))
 		} else {
-			_, err = p.queue.Exec(ctx, sqlRecordDuplicate, r.ID, r.At, r.Answer, MaxReceipts)
+			dupIDs, dupAt, dupAnswers = append(dupIDs, r.ID), append(dupAt, r.At), append(dupAnswers, int16(r.Answer))
 		}
-		if err != nil {
-			return fmt.Errorf("record a receipt of event %d: %w", r.ID, err)
+	}
+	if len(firstIDs) > 0 {
+		if _, err := p.queue.Exec(ctx, sqlRecordFirstAnswers, firstIDs, firstAns); err != nil {
+			return fmt.Errorf("record %d first answers: %w", len(firstIDs), err)
+		}
+	}
+	if len(dupIDs) > 0 {
+		if _, err := p.queue.Exec(ctx, sqlRecordDuplicates, dupIDs, dupAt, dupAnswers, MaxReceipts); err != nil {
+			return fmt.Errorf("record %d duplicates: %w", len(dupIDs), err)
 		}
 	}
 	return nil
 }
 
-// sqlRecordDuplicate counts a duplicate of event $1 received at $2 and
-// answered $3, keeping the latest $4 with their times and answers.
-const sqlRecordDuplicate = `
+// sqlRecordFirstAnswers sets the first answer of events $1 to $2.
+const sqlRecordFirstAnswers = `
+UPDATE whguard_events ev SET first_answer = f.answer
+FROM unnest($1::bigint[], $2::smallint[]) AS f(id, answer)
+WHERE ev.id = f.id`
+
+// sqlRecordDuplicates counts duplicates of events $1 received at $2 and
+// answered $3, keeping each event's latest $4 with their times and
+// answers. Duplicates of one event are gathered first (an upsert may
+// change a row once per statement), and rows are taken in id order, so
+// that two replicas' batches lock them in the same order.
+const sqlRecordDuplicates = `
+WITH d AS (
+    SELECT id, count(*)::int AS n,
+           array_agg(at ORDER BY at) AS ats, array_agg(answer ORDER BY at) AS answers
+    FROM unnest($1::bigint[], $2::timestamptz[], $3::smallint[]) AS u(id, at, answer)
+    GROUP BY id
+)
 INSERT INTO whguard_receipts AS r (event_row_id, duplicates, last_at, last_answer)
-SELECT $1, 1, ARRAY[$2::timestamptz], ARRAY[$3::smallint]
-WHERE EXISTS (SELECT 1 FROM whguard_events WHERE id = $1)
+SELECT d.id, d.n, d.ats[greatest(1, cardinality(d.ats) + 1 - $4::int):],
+       d.answers[greatest(1, cardinality(d.answers) + 1 - $4::int):]
+FROM d
+WHERE EXISTS (SELECT 1 FROM whguard_events WHERE id = d.id)
+ORDER BY d.id
 ON CONFLICT (event_row_id) DO UPDATE SET
-    duplicates = r.duplicates + 1,
-    last_at = (r.last_at || $2::timestamptz)[greatest(1, cardinality(r.last_at) + 2 - $4::int):],
-    last_answer = (r.last_answer || $3::smallint)[greatest(1, cardinality(r.last_answer) + 2 - $4::int):]`
+    duplicates = r.duplicates + EXCLUDED.duplicates,
+    last_at = (r.last_at || EXCLUDED.last_at)[greatest(1, cardinality(r.last_at) + cardinality(EXCLUDED.last_at) + 1 - $4::int):],
+    last_answer = (r.last_answer || EXCLUDED.last_answer)[greatest(1, cardinality(r.last_answer) + cardinality(EXCLUDED.last_answer) + 1 - $4::int):]`
 
 // sqlRecordHolds records the holds of events held with a reason ($1 ids,
 // $2 reasons, $3 the attempts each had made): a row unless the event's

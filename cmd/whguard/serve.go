@@ -77,6 +77,7 @@ func serveWith(ctx context.Context, cfg *config, log *zap.Logger, listening func
 	// deliveries are flushed, within what is left of the deadline.
 	g.Add("traces", p.traces)
 	g.Add("journal", p.journal)
+	g.Add("receipts", p.receipts)
 	g.Add("admin listener", p.admin)
 	if p.metrics != nil {
 		g.Add("metrics listener", p.metrics)

@@ -36,6 +36,9 @@ type parts struct {
 	catchup    startstop.Service // nil: catch-up is off
 	// rotation reads the secret and key files again (nil: none is set).
 	rotation startstop.Service
+	// receipts writes what duplicates were answered (stopped after the
+	// ingress, before the journal).
+	receipts startstop.Service
 	// traces flushes the spans still queued as whguard stops.
 	traces         startstop.Service
 	ingress, admin *listener
@@ -142,8 +145,11 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
 	ingressCfg.Tracer = traces.Tracer(tracerIngress)
 	// Duplicates of sync-mode events get the reply stored with them; what
-	// duplicates were answered goes to the events' timelines.
-	ingressCfg.Replies, ingressCfg.Receipts = j, j
+	// duplicates were answered goes to the events' timelines, in batches
+	// written after the answers.
+	receipts := journal.NewReceiptWriter(j, 0, log.Named("receipts"))
+	p.receipts = receipts
+	ingressCfg.Replies, ingressCfg.Receipts = j, receipts
 	// Refused requests are kept for the admin API, per replica.
 	refusals := proxy.NewRefusals(proxy.DefaultRefusalsKept)
 	ingressCfg.Refusals = refusals

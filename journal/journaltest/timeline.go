@@ -194,12 +194,26 @@ func testTimelineReceiptsKeepTheLatest(t *testing.T, s journal.Store) {
 	ctx := context.Background()
 	id := AppendOne(t, s, Event("p", "dups", "h")).ID
 	start := time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	other := AppendOne(t, s, Event("p", "dups-other", "h")).ID
 	const n = journal.MaxReceipts + 4
-	for i := range n {
+	// The first four one by one, the rest in one batch (as ReceiptWriter
+	// writes them), newest first and mixed with another event's.
+	for i := range 4 {
 		r := journal.Receipt{ID: id, At: start.Add(time.Duration(i) * time.Second), Answer: 200 + i}
 		if err := s.RecordReceipts(ctx, []journal.Receipt{r}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	var batch []journal.Receipt
+	for i := n - 1; i >= 4; i-- {
+		batch = append(batch, journal.Receipt{ID: id, At: start.Add(time.Duration(i) * time.Second), Answer: 200 + i},
+			journal.Receipt{ID: other, At: start.Add(time.Duration(i) * time.Second), Answer: 200})
+	}
+	if err := s.RecordReceipts(ctx, batch); err != nil {
+		t.Fatalf("a batch of receipts: %v", err)
+	}
+	if tl := Get(t, s, other).Timeline; tl[len(tl)-1].Duplicates != n-4 {
+		t.Errorf("the other event's received entry %+v, want %d duplicates", tl[len(tl)-1], n-4)
 	}
 	if err := s.RecordReceipts(ctx, []journal.Receipt{{ID: id, Answer: 201, First: true}, {ID: id + 1000, At: time.Now(), Answer: 200}}); err != nil {
 		t.Fatalf("a first answer, and a duplicate of an event gone: %v", err)
