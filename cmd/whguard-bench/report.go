@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"fmt"
 	"io"
 	"strings"
@@ -19,9 +20,13 @@ func printReport(w io.Writer, rep *Report) {
 		resultTable(w, rep.Throughput, false)
 		printStatements(w, rep.Throughput)
 	}
-	if rep.Traces != nil {
-		fmt.Fprintf(w, "\nTRACES (whguard-pg's throughput run again, traces on: every span sampled, exported to a local OTLP/HTTP sink)\n")
-		resultTable(w, []Result{*rep.Traces}, false)
+	if len(rep.Traces) > 0 {
+		fmt.Fprintf(w, "\nTRACES (whguard-pg's throughput run with traces on: every span sampled, exported to a local OTLP/HTTP sink; run after whguard-pg's above, then once more without)\n")
+		runs := rep.Traces
+		if rep.Untraced != nil {
+			runs = append(slices.Clone(runs), *rep.Untraced)
+		}
+		resultTable(w, runs, false)
 	}
 	if len(rep.FixedRate) > 0 {
 		fmt.Fprintf(w, "\nFIXED RATE (open loop, %d req/s, %gs measured after %gs warm-up; latency from the scheduled send)\n",

@@ -32,8 +32,11 @@ type Report struct {
 	Backlog    []Backlog `json:"backlog"`
 	Targets    []Target  `json:"targets"`
 	Long       *Long     `json:"long,omitempty"`
-	// Traces is whguard-pg's throughput run with traces on (-traces).
-	Traces *Result `json:"traces,omitempty"`
+	// Traces are whguard-pg's throughput runs with traces on (-traces),
+	// and Untraced the run without that closes their ABBA sequence (the
+	// other is whguard-pg's in Throughput): off, on, on, off.
+	Traces   []Result `json:"traces,omitempty"`
+	Untraced *Result  `json:"untraced,omitempty"`
 }
 
 // Settings records the flags a report was measured with.
@@ -76,11 +79,19 @@ func run(ctx context.Context, opts options) int {
 		progress("  %s", oneLine(r))
 		rep.Throughput = append(rep.Throughput, r)
 		if server == serverWhguardPG && opts.traces && ctx.Err() == nil {
-			// Right after the run without traces, on the same settings.
-			progress("throughput: %s (traces on, every span sampled, to a local OTLP/HTTP sink)", serverWhguardPGTraced)
-			r := h.throughputTraced(ctx, h.capacity(nullRate))
-			progress("  %s", oneLine(r))
-			rep.Traces = &r
+			// Right after the run without traces, on the same settings,
+			// in an ABBA sequence (off, on, on, off): one pair differs by
+			// as much as this machine's noise.
+			for i := range 2 {
+				progress("throughput: %s (traces on, every span sampled, to a local OTLP/HTTP sink), %d of 2", serverWhguardPGTraced, i+1)
+				r := h.throughputTraced(ctx, h.capacity(nullRate))
+				progress("  %s", oneLine(r))
+				rep.Traces = append(rep.Traces, r)
+			}
+			progress("throughput: %s again, traces off (closing the ABBA sequence)", server)
+			u := h.throughput(ctx, server, h.capacity(nullRate))
+			progress("  %s", oneLine(u))
+			rep.Untraced = &u
 		}
 	}
 	for _, server := range opts.only {
