@@ -483,7 +483,10 @@ func metricValue(t *testing.T, admin, series string) float64 {
 // detector), its dropped spans are counted, and it does not hold the
 // shutdown past WHGUARD_SHUTDOWN_TIMEOUT.
 //
-// Serial: it measures rates.
+// Serial: it measures rates. Other packages' tests still share the
+// machine, so each setting runs twice in mirrored order (off, down, slow,
+// slow, down, off) and the best rate of each is compared: one run alone
+// measured 0.43x under a full suite's load, and 0.85-1.13x without it.
 func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 	const n = 3000
 	slow := startCollector(t, 30*time.Second)
@@ -496,8 +499,9 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 		{"collector down", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + down}},
 		{"collector slow", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://" + slow.addr}},
 	}
-	var base float64
-	for _, r := range runs {
+	best := make([]float64, len(runs))
+	for _, i := range []int{0, 1, 2, 2, 1, 0} {
+		r := runs[i]
 		be := startTraceBackend(t, 0)
 		// A small queue, so the stuck exports drop spans; every span
 		// sampled.
@@ -505,14 +509,9 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 		s.startWhguardBinary(plainBinary(t), true)
 		ingest, delivered := backlogSeconds(t, s, be, n)
 		rate := float64(n) / delivered.Seconds()
-		if base == 0 {
-			base = rate
-		}
-		t.Logf("%s: %d events acknowledged in %s, delivered in %s: %.0f/s, %.2f× tracing off", r.name, n, ingest.Round(time.Millisecond),
-			delivered.Round(time.Millisecond), rate, rate/base)
-		if rate < 0.5*base {
-			t.Errorf("%s: %.0f events/s, under half of the %.0f/s with tracing off", r.name, rate, base)
-		}
+		best[i] = max(best[i], rate)
+		t.Logf("%s: %d events acknowledged in %s, delivered in %s: %.0f/s", r.name, n, ingest.Round(time.Millisecond),
+			delivered.Round(time.Millisecond), rate)
 		if r.otel != nil {
 			// Down, the exports fail at once (export_failed); slow, they
 			// hold the queue until it overflows (queue_full).
@@ -525,6 +524,13 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 		}
 		if took := s.stopWhguard(15 * time.Second); took > 5*time.Second+2*time.Second {
 			t.Errorf("%s: shutdown took %s, past WHGUARD_SHUTDOWN_TIMEOUT (5s)", r.name, took)
+		}
+	}
+	for i, r := range runs[1:] {
+		ratio := best[i+1] / best[0]
+		t.Logf("%s: best %.0f/s, %.2f× tracing off's best %.0f/s", r.name, best[i+1], ratio, best[0])
+		if ratio < 0.5 {
+			t.Errorf("%s: %.0f events/s at best, under half of the %.0f/s with tracing off", r.name, best[i+1], best[0])
 		}
 	}
 }
