@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"sort"
@@ -323,5 +324,69 @@ func TestPlayableManifest(t *testing.T) {
 	}
 	if missing := unresolvedSecretRefs(o); len(missing) > 0 || len(o.claims) != 1 || o.claims[0].Name != "whguard-journal-x" {
 		t.Errorf("unresolved %q, claims %d", missing, len(o.claims))
+	}
+}
+
+// The manifests' secret values are placeholders whguard refuses to start
+// with (a value ending with "…"): an unedited manifest cannot run with a
+// secret or admin token anyone can read here. The database URL is the
+// exception: it names the PostgreSQL the manifest expects.
+func TestManifestSecretsArePlaceholders(t *testing.T) {
+	for _, name := range manifests {
+		o := readManifest(t, name)
+		for _, s := range o.secrets {
+			for key, v := range s.StringData {
+				if key != "database-url" && !strings.HasSuffix(v, "…") {
+					t.Errorf("%s: Secret %s key %s is not a placeholder whguard refuses (ending with …)", name, s.Name, key)
+				}
+			}
+		}
+	}
+}
+
+// Each *_SECRET_FILE of a manifest is a key of a Secret volume mounted as
+// a directory: the kubelet updates such files when the Secret changes, so
+// a rotated secret reaches whguard without a restart (a subPath mount is
+// never updated).
+func TestManifestSecretFilesFollowTheSecret(t *testing.T) {
+	files := 0
+	for _, name := range manifests {
+		o := readManifest(t, name)
+		for _, d := range o.deployments {
+			spec := d.Spec.Template.Spec
+			volumes := map[string]*corev1.SecretVolumeSource{}
+			for _, v := range spec.Volumes {
+				volumes[v.Name] = v.Secret
+			}
+			for _, c := range spec.Containers {
+				for _, e := range c.Env {
+					if !strings.HasSuffix(e.Name, "_SECRET_FILE") {
+						continue
+					}
+					files++
+					dir, file := filepath.Split(e.Value)
+					i := slices.IndexFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+						return filepath.Clean(m.MountPath) == filepath.Clean(dir)
+					})
+					if i < 0 {
+						t.Errorf("%s: %s=%s is on no volume mount", name, e.Name, e.Value)
+						continue
+					}
+					m := c.VolumeMounts[i]
+					src := volumes[m.Name]
+					switch {
+					case m.SubPath != "":
+						t.Errorf("%s: %s is mounted with subPath: the kubelet never updates it", name, e.Name)
+					case src == nil:
+						t.Errorf("%s: %s is not on a Secret volume", name, e.Name)
+					case len(src.Items) > 0 && !slices.ContainsFunc(src.Items, func(k corev1.KeyToPath) bool { return k.Path == file }):
+						t.Errorf("%s: volume %s has no item at %s", name, m.Name, file)
+					}
+				}
+			}
+		}
+	}
+	if files == 0 {
+		t.Error("no manifest reads a signing secret from a file: rotating one would need a restart")
 	}
 }
