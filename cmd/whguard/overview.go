@@ -37,9 +37,9 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 		counts = append(counts, fmt.Sprintf("%s %d", st, o.Counts[journal.Status(st)]))
 	}
 	fmt.Fprintf(w, "events: %s; oldest undelivered %s\n", strings.Join(counts, ", "),
-		(time.Duration(o.OldestPendingAgeSeconds) * time.Second).String())
+		humanDuration(time.Duration(o.OldestPendingAgeSeconds)*time.Second))
 	fmt.Fprintf(w, "last %s: %d delivered, %d failed attempts, %d dead; ack to delivery p50 %s, p99 %s\n",
-		o.Window, o.Totals.Delivered, o.Totals.Failed, o.Totals.Dead, msText(o.Totals.LatencyP50Ms), msText(o.Totals.LatencyP99Ms))
+		o.Window, o.Totals.Delivered, o.Totals.Failed, o.Totals.Dead, latencyText(o.Totals.LatencyP50Ms), latencyText(o.Totals.LatencyP99Ms))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "MINUTE (UTC)\tDELIVERED\tFAILED\tDEAD\tP50 MS\tP99 MS\t")
 	for _, m := range o.Minutes[max(0, len(o.Minutes)-*minutes):] {
@@ -58,7 +58,7 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 		}
 		fmt.Fprintf(w, "backend %s: %s, %d waiting", b.Backend, state, b.Waiting)
 		if b.Waiting > 0 {
-			fmt.Fprintf(w, " (oldest %s)", time.Duration(b.OldestAgeSeconds)*time.Second)
+			fmt.Fprintf(w, " (oldest %s)", humanDuration(time.Duration(b.OldestAgeSeconds)*time.Second))
 		}
 		fmt.Fprintln(w)
 	}
@@ -68,6 +68,15 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 	return nil
 }
 
+// latencyText is a latency in milliseconds in human units, "-" for none.
+func latencyText(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return humanDuration(time.Duration(*v * float64(time.Millisecond)))
+}
+
+// msText is a latency in milliseconds for the minutes' table, "-" for none.
 func msText(v *float64) string {
 	if v == nil {
 		return "-"

@@ -43,7 +43,7 @@ func TestEventsOverviewCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("overview: %d %s%s", code, text, errOut)
 	}
-	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", "p50 ", now.Format("15:04"),
+	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", "oldest undelivered ", " ms, p99 ", now.Format("15:04"),
 		"backend http://app:3000: breaker off, paused since", "(deploy), 1 waiting"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("overview lacks %q:\n%s", want, text)
