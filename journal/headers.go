@@ -43,7 +43,13 @@ func decodeStoredHeaders(s string) (forwarded, received http.Header, err error) 
 			if was == nil {
 				was = map[string][]string{}
 			}
-			was[key[len(receivedPrefix):]] = vs
+			if name := key[len(receivedPrefix):]; name != "" {
+				was[name] = vs
+			} else {
+				for _, name := range vs {
+					was[name] = nil // absent when received
+				}
+			}
 			delete(h, key)
 		}
 	}
@@ -52,9 +58,12 @@ func decodeStoredHeaders(s string) (forwarded, received http.Header, err error) 
 
 // receivedPrefix marks, in stored headers, what a header the ingress set
 // before journaling (X-Forwarded-For and the like: Event.AsReceived) was
-// when received: its values then, or an empty list when it was not
-// received. A colon never appears in a header name, so the key cannot
-// clash with a received header.
+// when received: receivedPrefix and its name hold its values then, and
+// receivedPrefix alone lists those that were not received (older rows
+// hold an empty list under each one's name instead). A colon never
+// appears in a header name, so the key cannot clash with a received
+// header; a replica that knows only the older form still drops the list
+// from what it forwards.
 const receivedPrefix = ":received:"
 
 // asReceived is h with each header of was put back as it was received (an

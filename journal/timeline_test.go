@@ -49,6 +49,27 @@ func TestStoredHeadersKeepWhatWasReceived(t *testing.T) {
 	}
 }
 
+// The headers the ingress set without a proxy in front are stored as one
+// list of names, not a key each; rows written with a key each (an empty
+// list: absent when received) read the same.
+func TestStoredHeadersAbsentAsOneList(t *testing.T) {
+	h := http.Header{"A": {"1"}, "X-Forwarded-For": {"127.0.0.1"}, "Forwarded": {"for=127.0.0.1"}}
+	b, err := marshalHeaders(h, http.Header{"X-Forwarded-For": {}, "Forwarded": {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `":received:":[`) || strings.Contains(string(b), `":received:X`) {
+		t.Errorf("stored %s: want the absent headers as one list", b)
+	}
+	old := `{"A":["1"],"X-Forwarded-For":["127.0.0.1"],"Forwarded":["for=127.0.0.1"],":received:X-Forwarded-For":[],":received:Forwarded":[]}`
+	for _, stored := range []string{string(b), old} {
+		fwd, recv, err := decodeStoredHeaders(stored)
+		if err != nil || !reflect.DeepEqual(fwd, h) || !reflect.DeepEqual(recv, http.Header{"A": {"1"}}) {
+			t.Errorf("stored %s: forwarded %q, received %q, %v", stored, fwd, recv, err)
+		}
+	}
+}
+
 // A delta that changes nothing is stored as nothing; any other comes back
 // as it was, bytes included.
 func TestHeaderDeltaRoundTrip(t *testing.T) {
