@@ -52,12 +52,14 @@ WHERE ev.id = f.id`
 // sqlRecordDuplicates counts duplicates of events $1 received at $2 and
 // answered $3, keeping each event's latest $4 with their times and
 // answers. Duplicates of one event are gathered first (an upsert may
-// change a row once per statement), and rows are taken in id order, so
-// that two replicas' batches lock them in the same order.
+// change a row once per statement), both arrays in the same order (ties
+// in time broken by the answer, so that each time keeps its answer), and
+// rows are taken in id order, so that two replicas' batches lock them in
+// the same order.
 const sqlRecordDuplicates = `
 WITH d AS (
     SELECT id, count(*)::int AS n,
-           array_agg(at ORDER BY at) AS ats, array_agg(answer ORDER BY at) AS answers
+           array_agg(at ORDER BY at, answer) AS ats, array_agg(answer ORDER BY at, answer) AS answers
     FROM unnest($1::bigint[], $2::timestamptz[], $3::smallint[]) AS u(id, at, answer)
     GROUP BY id
 )
