@@ -2,6 +2,7 @@ package journal
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,24 +31,38 @@ func (p *Postgres) RecordReceipts(ctx context.Context, rs []Receipt) error {
 			dupIDs, dupAt, dupAnswers = append(dupIDs, r.ID), append(dupAt, r.At), append(dupAnswers, int16(r.Answer))
 		}
 	}
+	var errs []error
 	if len(firstIDs) > 0 {
 		if _, err := p.queue.Exec(ctx, sqlRecordFirstAnswers, firstIDs, firstAns); err != nil {
-			return fmt.Errorf("record %d first answers: %w", len(firstIDs), err)
+			errs = append(errs, fmt.Errorf("record %d first answers: %w", len(firstIDs), err))
 		}
 	}
 	if len(dupIDs) > 0 {
 		if _, err := p.queue.Exec(ctx, sqlRecordDuplicates, dupIDs, dupAt, dupAnswers, MaxReceipts); err != nil {
-			return fmt.Errorf("record %d duplicates: %w", len(dupIDs), err)
+			errs = append(errs, fmt.Errorf("record %d duplicates: %w", len(dupIDs), err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
+
+// Both statements lock the events they touch first, in id order: two
+// batches (or a batch and retention's delete) then never wait for each
+// other in a cycle, and an event deleted meanwhile is skipped (a locked
+// row is read again once its deleter commits) rather than failing the
+// whole batch on the foreign key.
 
 // sqlRecordFirstAnswers sets the first answer of events $1 to $2.
 const sqlRecordFirstAnswers = `
-UPDATE whguard_events ev SET first_answer = f.answer
-FROM unnest($1::bigint[], $2::smallint[]) AS f(id, answer)
-WHERE ev.id = f.id`
+WITH f AS (
+    SELECT * FROM unnest($1::bigint[], $2::smallint[]) AS f(id, answer)
+), locked AS MATERIALIZED (
+    SELECT f.id, f.answer FROM f JOIN whguard_events e ON e.id = f.id
+    ORDER BY f.id
+    FOR NO KEY UPDATE OF e
+)
+UPDATE whguard_events ev SET first_answer = locked.answer
+FROM locked
+WHERE ev.id = locked.id`
 
 // sqlRecordDuplicates counts duplicates of events $1 received at $2 and
 // answered $3, keeping each event's latest $4 with their times and
@@ -62,12 +77,15 @@ WITH d AS (
            array_agg(at ORDER BY at, answer) AS ats, array_agg(answer ORDER BY at, answer) AS answers
     FROM unnest($1::bigint[], $2::timestamptz[], $3::smallint[]) AS u(id, at, answer)
     GROUP BY id
+), locked AS MATERIALIZED (
+    SELECT d.* FROM d JOIN whguard_events e ON e.id = d.id
+    ORDER BY d.id
+    FOR KEY SHARE OF e
 )
 INSERT INTO whguard_receipts AS r (event_row_id, duplicates, last_at, last_answer)
 SELECT d.id, d.n, d.ats[greatest(1, cardinality(d.ats) + 1 - $4::int):],
        d.answers[greatest(1, cardinality(d.answers) + 1 - $4::int):]
-FROM d
-WHERE EXISTS (SELECT 1 FROM whguard_events WHERE id = d.id)
+FROM locked d
 ORDER BY d.id
 ON CONFLICT (event_row_id) DO UPDATE SET
     duplicates = r.duplicates + EXCLUDED.duplicates,

@@ -26,6 +26,10 @@ type ReceiptWriter struct {
 	log     *zap.Logger
 	linger  time.Duration
 	timeout time.Duration
+	// base is the parent of every write's context: Stop cancels it when
+	// its deadline passes, so a write still running ends with it.
+	base   context.Context
+	cancel context.CancelFunc
 
 	// mu guards queue, running and stopped; the writing goroutine takes
 	// the queue under it and writes without it.
@@ -56,7 +60,8 @@ func NewReceiptWriter(store interface {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &ReceiptWriter{store: store, log: log, linger: ReceiptLinger, timeout: timeout}
+	base, cancel := context.WithCancel(context.Background())
+	return &ReceiptWriter{store: store, log: log, linger: ReceiptLinger, timeout: timeout, base: base, cancel: cancel}
 }
 
 // RecordReceipts queues rs to be written shortly; it writes them itself
@@ -99,7 +104,7 @@ func (w *ReceiptWriter) run() {
 		w.mu.Unlock()
 		for len(batch) > 0 {
 			n := min(len(batch), MaxReceiptBatch)
-			ctx, cancel := context.WithTimeout(context.Background(), w.timeout)
+			ctx, cancel := context.WithTimeout(w.base, w.timeout)
 			if err := w.store.RecordReceipts(ctx, batch[:n]); err != nil {
 				w.log.Warn("record receipts failed", zap.Int("receipts", n), zap.Error(err))
 			}
@@ -113,7 +118,8 @@ func (w *ReceiptWriter) run() {
 // receipt queued.
 func (w *ReceiptWriter) Start(context.Context) error { return nil }
 
-// Stop writes what is queued, waiting until ctx is done; receipts
+// Stop writes what is queued, waiting until ctx is done (then the write
+// running is interrupted and what is left is lost, logged); receipts
 // recorded after it are written by their callers.
 func (w *ReceiptWriter) Stop(ctx context.Context) error {
 	w.mu.Lock()
@@ -128,6 +134,7 @@ func (w *ReceiptWriter) Stop(ctx context.Context) error {
 	case <-finished:
 		return nil
 	case <-ctx.Done():
+		w.cancel()
 		return ctx.Err()
 	}
 }

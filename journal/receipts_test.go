@@ -128,3 +128,32 @@ func TestReceiptWriterStopWritesTheQueue(t *testing.T) {
 		}
 	})
 }
+
+// blockingReceipts holds every write until its context ends.
+type blockingReceipts struct{ ended chan error }
+
+func (b *blockingReceipts) RecordReceipts(ctx context.Context, _ []journal.Receipt) error {
+	<-ctx.Done()
+	b.ended <- ctx.Err()
+	return ctx.Err()
+}
+
+// A Stop whose deadline passes interrupts the write still running, so it
+// does not outlive the shutdown (the journal closes next).
+func TestReceiptWriterStopInterruptsAStuckWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := &blockingReceipts{ended: make(chan error, 1)}
+		w := journal.NewReceiptWriter(b, time.Hour, nil)
+		_ = w.RecordReceipts(context.Background(), []journal.Receipt{{ID: 1}})
+		time.Sleep(journal.ReceiptLinger)
+		synctest.Wait() // the write is running, blocked
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := w.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop = %v, want its deadline", err)
+		}
+		if err := <-b.ended; !errors.Is(err, context.Canceled) {
+			t.Fatalf("the stuck write ended with %v, want it cancelled by Stop", err)
+		}
+	})
+}

@@ -243,7 +243,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	aw := &answeredWriter{ResponseWriter: w}
 	in.respond(ctx, aw, route, event, ev.Ignored, sync, acc, start)
 	if rc, ok := receiptOf(acc.Outcome, acc.ID, start, aw.status, ev.Answer); ok {
-		in.recordReceipt(name, rc)
+		in.recordReceipt(w, name, rc)
 	}
 }
 

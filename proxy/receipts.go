@@ -59,10 +59,12 @@ func receiptOf(outcome journal.Outcome, id int64, at time.Time, status, expected
 	return r, false
 }
 
-// recordReceipt records r after the answer is written: the sender does
-// not wait for it (the recorder batches it, journal.ReceiptWriter). A
-// failure loses that receipt only, and is logged.
-func (in *Ingress) recordReceipt(provider string, r journal.Receipt) {
+// recordReceipt records r after the answer is sent: the sender does not
+// wait for it (the recorder batches it, journal.ReceiptWriter, or writes
+// it at once when its queue is full). A failure loses that receipt only,
+// and is logged.
+func (in *Ingress) recordReceipt(w http.ResponseWriter, provider string, r journal.Receipt) {
+	_ = http.NewResponseController(w).Flush()
 	ctx, cancel := context.WithTimeout(context.Background(), in.timeout)
 	defer cancel()
 	if err := in.receipts.RecordReceipts(ctx, []journal.Receipt{r}); err != nil {

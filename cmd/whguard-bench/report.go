@@ -1,9 +1,9 @@
 package main
 
 import (
-	"slices"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 )

@@ -36,8 +36,11 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 	for _, st := range []string{"pending", "retry", "processing", "dead", "done", "ignored"} {
 		counts = append(counts, fmt.Sprintf("%s %d", st, o.Counts[journal.Status(st)]))
 	}
-	fmt.Fprintf(w, "events: %s; oldest undelivered %s\n", strings.Join(counts, ", "),
-		humanDuration(time.Duration(o.OldestPendingAgeSeconds)*time.Second))
+	oldest := "none"
+	if o.Counts[journal.StatusPending]+o.Counts[journal.StatusRetry]+o.Counts[journal.StatusProcessing] > 0 {
+		oldest = humanDuration(time.Duration(o.OldestPendingAgeSeconds * float64(time.Second)))
+	}
+	fmt.Fprintf(w, "events: %s; oldest undelivered %s\n", strings.Join(counts, ", "), oldest)
 	fmt.Fprintf(w, "last %s: %d delivered, %d failed attempts, %d dead; ack to delivery p50 %s, p99 %s\n",
 		o.Window, o.Totals.Delivered, o.Totals.Failed, o.Totals.Dead, latencyText(o.Totals.LatencyP50Ms), latencyText(o.Totals.LatencyP99Ms))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
@@ -72,6 +75,9 @@ func (c *apiClient) overview(args []string, w io.Writer) error {
 func latencyText(v *float64) string {
 	if v == nil {
 		return "-"
+	}
+	if *v < 1 {
+		return fmt.Sprintf("%.1f ms", *v) // humanDuration would say 0 ms
 	}
 	return humanDuration(time.Duration(*v * float64(time.Millisecond)))
 }

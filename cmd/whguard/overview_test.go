@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -43,11 +44,14 @@ func TestEventsOverviewCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("overview: %d %s%s", code, text, errOut)
 	}
-	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", "oldest undelivered ", " ms, p99 ", now.Format("15:04"),
+	for _, want := range []string{"pending 1,", "last 15m: 7 delivered, 3 failed attempts, 1 dead", now.Format("15:04"),
 		"backend http://app:3000: breaker off, paused since", "(deploy), 1 waiting"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("overview lacks %q:\n%s", want, text)
 		}
+	}
+	if !regexp.MustCompile(`; oldest undelivered [0-9.]+ (ms|s)\n`).MatchString(text) || !regexp.MustCompile(`p50 [0-9.]+ ms, p99 [0-9.]+ ms\n`).MatchString(text) {
+		t.Errorf("the ages and latencies are not in human units:\n%s", text)
 	}
 	if lines := strings.Count(text, "\n"); lines != 2+1+3+1 {
 		t.Errorf("%d lines, want counts, totals, header, 3 minutes and one backend:\n%s", lines, text)
