@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -37,21 +38,14 @@ func TestAppendFallsBackWhenTheConstraintRefuses(t *testing.T) {
 		done <- appended{r, err}
 	}()
 	// The append waits on the uncommitted rows' index entries.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the append to wait for the concurrent insert", func() bool {
 		var waiting int
 		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the append never waited for the concurrent insert")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return waiting > 0
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

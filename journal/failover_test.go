@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -39,12 +40,8 @@ func TestSynchronousStandbysReported(t *testing.T) {
 		if err := pg.WatchStandbys(storage); err == nil {
 			t.Fatal("a second watch started")
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for pg.SynchronousStandbys() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("storage=%v: standbys %d, want 0", storage, pg.SynchronousStandbys())
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !testwait.Until(10*time.Second, testwait.Poll, func() bool { return pg.SynchronousStandbys() == 0 }) {
+			t.Fatalf("storage=%v: standbys %d, want 0", storage, pg.SynchronousStandbys())
 		}
 		st, err := pg.Stats(context.Background())
 		if err != nil || st.SynchronousStandbys == nil || *st.SynchronousStandbys != 0 {
@@ -88,12 +85,7 @@ func TestConnectionFailureOnTheSamePrimaryClosesNothing(t *testing.T) {
 	if _, err := s.Append(ctx, []journal.Event{ev("p", "after-check", "h")}); err != nil {
 		t.Fatalf("append after the check: %v", err)
 	}
-	for !journal.FailoverIdle(s) {
-		if time.Now().After(deadline) {
-			t.Fatal("the check never ended")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testwait.For(t, time.Until(deadline), "the check to end", func() bool { return journal.FailoverIdle(s) })
 	if n := s.ConnectionResets(); n != 0 {
 		t.Fatalf("%d resets: the primary did not move", n)
 	}

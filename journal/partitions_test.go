@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -178,15 +179,13 @@ func TestPartitionDropWaitsForAReplay(t *testing.T) {
 		_, err := s.Cleanup(ctx, time.Now().Add(-time.Hour), later)
 		done <- err
 	}()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+	var lockErr error
+	if !testwait.Until(5*time.Second, testwait.Poll, func() bool {
 		var waiting bool
-		err := s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'whguard_payloads'::regclass)`).Scan(&waiting)
-		if err == nil && waiting {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the drop never waited for the replay's lock (%v)", err)
-		}
+		lockErr = s.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks WHERE NOT granted AND relation = 'whguard_payloads'::regclass)`).Scan(&waiting)
+		return lockErr == nil && waiting
+	}) {
+		t.Fatalf("the drop never waited for the replay's lock (%v)", lockErr)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)

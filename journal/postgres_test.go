@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -279,20 +280,13 @@ func TestCleanupVacuumsHotTables(t *testing.T) {
 	if _, err := s.Cleanup(ctx, past, past); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "Cleanup to vacuum whguard_events", func() bool {
 		var vacuums int64
 		if err := s.Pool().QueryRow(ctx, `SELECT vacuum_count FROM pg_stat_user_tables WHERE relname = 'whguard_events'`).Scan(&vacuums); err != nil {
 			t.Fatal(err)
 		}
-		if vacuums >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Cleanup did not vacuum whguard_events")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return vacuums >= 1
+	})
 }
 
 // deliveredEvent journals one event and records it delivered (done, one
@@ -431,16 +425,12 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 	for b := range 300 {
 		round(fmt.Sprintf("grow%d", b), 100)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if !testwait.Until(30*time.Second, testwait.Poll, func() bool {
 		done, running := journal.GrowthAnalyzes(s)
-		if done >= 3 && !running {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("growth analyzes: %d done, running %v", done, running)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return done >= 3 && !running
+	}) {
+		done, running := journal.GrowthAnalyzes(s)
+		t.Fatalf("growth analyzes: %d done, running %v", done, running)
 	}
 	// The payloads are analyzed from a small sample with no statistics of
 	// their large columns (0015): the planner still learns their size.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/journal/journaltest"
 )
@@ -34,21 +35,14 @@ func TestReceiptsBatchSkipsAnEventDeletedMeanwhile(t *testing.T) {
 			{ID: kept, At: time.Now(), Answer: http.StatusOK}, {ID: gone, At: time.Now(), Answer: http.StatusOK},
 			{ID: gone, Answer: http.StatusAccepted, First: true}})
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	testwait.For(t, 10*time.Second, "the receipts to wait for the delete", func() bool {
 		var waiting int
 		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
 			t.Fatal(err)
 		}
-		if waiting > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the receipts never waited for the delete")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+		return waiting > 0
+	})
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}

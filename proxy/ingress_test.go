@@ -28,6 +28,7 @@ import (
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/fields"
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/proxy/admin"
@@ -762,20 +763,15 @@ func TestStalledJournal503MeansNotStored(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Wait until no statement of the journal's is running any more.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		var active int
+	var active int
+	if !testwait.Until(15*time.Second, testwait.Poll, func() bool {
 		if err := pg.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
 			WHERE datname = current_database() AND pid <> pg_backend_pid() AND state = 'active'`).Scan(&active); err != nil {
 			t.Fatal(err)
 		}
-		if active == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d statements still running 15 s after the lock was released", active)
-		}
-		time.Sleep(20 * time.Millisecond)
+		return active == 0
+	}) {
+		t.Fatalf("%d statements still running 15 s after the lock was released", active)
 	}
 	if evs := f.events(t); len(evs) != 0 {
 		t.Fatalf("answered 503 but stored %d event(s): %+v", len(evs), evs)
@@ -865,19 +861,12 @@ func TestBodyBudget(t *testing.T) {
 	}
 	withhold(900 << 10) // 0.9 MiB of the 1.5 MiB large share
 	// Wait until the server has reserved it: another large body no longer fits.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := bigPost()
-		if r.status == http.StatusServiceUnavailable {
-			if r.header.Get("Retry-After") != "1" {
-				t.Fatalf("503 without Retry-After: 1: %+v", r)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a second large body was still read with the large share spent: %+v", r)
-		}
-		time.Sleep(10 * time.Millisecond)
+	var r reply
+	if !testwait.Until(10*time.Second, testwait.Poll, func() bool { r = bigPost(); return r.status == http.StatusServiceUnavailable }) {
+		t.Fatalf("a second large body was still read with the large share spent: %+v", r)
+	}
+	if r.header.Get("Retry-After") != "1" {
+		t.Fatalf("503 without Retry-After: 1: %+v", r)
 	}
 	// Small genuine webhooks still get through.
 	for i := range 5 {
@@ -1060,20 +1049,18 @@ func TestPassThroughServesTheAppsOwnTraffic(t *testing.T) {
 // before the journal has its receipt.
 func waitTimeline(t *testing.T, j journal.Store, id int64, ok func([]journal.TimelineEntry) bool) []journal.TimelineEntry {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var tl []journal.TimelineEntry
+	if !testwait.Until(10*time.Second, testwait.Poll, func() bool {
 		d, err := j.Get(context.Background(), id)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ok(d.Timeline) {
-			return d.Timeline
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timeline of event %d: %+v", id, d.Timeline)
-		}
-		time.Sleep(10 * time.Millisecond)
+		tl = d.Timeline
+		return ok(tl)
+	}) {
+		t.Fatalf("timeline of event %d: %+v", id, tl)
 	}
+	return tl
 }
 
 // TestReceiptsRecorded: an event's timeline holds what its requests were

@@ -27,6 +27,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/proxy/admin"
 	"github.com/whguard/whguard/verify"
@@ -246,15 +247,8 @@ func TestRefusalsExplained(t *testing.T) {
 			}
 			// The record is kept once the answer is out: wait for it.
 			var got []proxy.Refusal
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				if got, _ = s.list(t, ""); len(got) > kept {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("no record of the refusal: %+v", got)
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !testwait.Until(5*time.Second, testwait.Poll, func() bool { got, _ = s.list(t, ""); return len(got) > kept }) {
+				t.Fatalf("no record of the refusal: %+v", got)
 			}
 			kept++
 			if r := got[0]; r.Path != tc.path || r.Provider != tc.provider || r.Status != tc.status || r.Reason != tc.reason {

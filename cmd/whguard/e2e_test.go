@@ -21,6 +21,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 // End-to-end tests: the real whguard binary in front of the real, naive
@@ -118,32 +119,20 @@ func (p *proc) wait(t *testing.T, within time.Duration) error {
 
 func waitHTTP(t *testing.T, url string, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
+	testwait.For(t, within, url+" to answer 200", func() bool {
 		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not ready within %s", url, within)
-		}
-		time.Sleep(30 * time.Millisecond)
-	}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
 }
 
 // waitFor polls cond until it holds, failing the test after within.
 func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.For(t, within, what, cond)
 }
 
 type stack struct {
@@ -595,12 +584,8 @@ func TestDemo(t *testing.T) {
 func TestDemoKeep(t *testing.T) {
 	t.Parallel()
 	p := start(t, binary, []string{"PATH=" + os.Getenv("PATH")}, "demo", "--keep")
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.out.String(), "Still running") {
-		if time.Now().After(deadline) {
-			t.Fatalf("no 'Still running' within 30 s:\n%s", p.out.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(30*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(p.out.String(), "Still running") }) {
+		t.Fatalf("no 'Still running' within 30 s:\n%s", p.out.String())
 	}
 	out := p.out.String()
 	if strings.Contains(out, "UNEXPECTED") {

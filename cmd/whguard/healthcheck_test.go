@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 func TestHealthcheckTarget(t *testing.T) {
@@ -60,22 +62,19 @@ func TestHealthcheckAgainstServe(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 
-			deadline := time.Now().Add(20 * time.Second)
-			for {
-				code, out, errOut := runCmd([]string{"healthcheck"}, probeEnv...)
-				if code == 0 {
-					if !strings.Contains(out, "ready") {
-						t.Errorf("healthy, but stdout %q", out)
-					}
-					break
-				}
-				if code != 1 {
+			var out, errOut string
+			if !testwait.Until(20*time.Second, 50*time.Millisecond, func() bool {
+				var code int
+				code, out, errOut = runCmd([]string{"healthcheck"}, probeEnv...)
+				if code != 0 && code != 1 {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
-				if time.Now().After(deadline) {
-					t.Fatalf("never healthy: %s\nlogs:\n%s", errOut, logs.String())
-				}
-				time.Sleep(50 * time.Millisecond)
+				return code == 0
+			}) {
+				t.Fatalf("never healthy: %s\nlogs:\n%s", errOut, logs.String())
+			}
+			if !strings.Contains(out, "ready") {
+				t.Errorf("healthy, but stdout %q", out)
 			}
 		})
 	}

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -216,19 +217,15 @@ func TestServeBinaryEndToEnd(t *testing.T) {
 	}
 	defer cmd.Process.Kill()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
+	if !testwait.Until(20*time.Second, 50*time.Millisecond, func() bool {
 		resp, err := http.Get("http://" + admin + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not ready in time; logs:\n%s", logs.String())
-		}
-		time.Sleep(50 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		t.Fatalf("not ready in time; logs:\n%s", logs.String())
 	}
 
 	body := `{"action":"opened","number":7}`

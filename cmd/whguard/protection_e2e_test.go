@@ -19,6 +19,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 // End-to-end tests of the backend protection: real whguard processes on
@@ -324,14 +325,9 @@ func (s *protectedSet) heldTotal(reason string, replicas ...int) float64 {
 // the journal has nothing undelivered; it fails on a dead event.
 func (s *protectedSet) waitAllDelivered(n int, within time.Duration, via int) {
 	s.t.Helper()
-	for deadline := time.Now().Add(within); ; time.Sleep(10 * time.Millisecond) {
-		got, _ := s.backend.delivered()
-		if got == n {
-			break
-		}
-		if time.Now().After(deadline) {
-			s.t.Fatalf("waited %s for %d events delivered: %d were", within, n, got)
-		}
+	var got int
+	if !testwait.Until(within, testwait.Poll, func() bool { got, _ = s.backend.delivered(); return got == n }) {
+		s.t.Fatalf("waited %s for %d events delivered: %d were", within, n, got)
 	}
 	var v struct {
 		Events []json.RawMessage `json:"events"`

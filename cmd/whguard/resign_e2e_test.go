@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 // TestE2EResignLateDelivery is the case re-signing exists for: a Stripe
@@ -88,19 +90,15 @@ func TestE2EResignLateDelivery(t *testing.T) {
 	}
 
 	want := map[string]string{"fresh": "done", "stale": "dead"}
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		got := map[string]string{}
+	var got map[string]string
+	if !testwait.Until(15*time.Second, 50*time.Millisecond, func() bool {
+		got = map[string]string{}
 		for _, ev := range adminEvents(t, client, admin, token, "") {
 			got[ev.Provider] = ev.Status
 		}
-		if got["fresh"] == want["fresh"] && got["stale"] == want["stale"] {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("statuses %v after 15s, want %v\n%s", got, want, tail(wh.out.String(), 3000))
-		}
-		time.Sleep(50 * time.Millisecond)
+		return got["fresh"] == want["fresh"] && got["stale"] == want["stale"]
+	}) {
+		t.Fatalf("statuses %v after 15s, want %v\n%s", got, want, tail(wh.out.String(), 3000))
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -37,6 +37,7 @@ import (
 	twilioclient "github.com/twilio/twilio-go/client"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -237,18 +238,14 @@ func TestE2EEveryScheme(t *testing.T) {
 	// Delivery: wait until the journal records every event done (the
 	// forwarder recorded the backend's 2xx, so nothing more will be sent),
 	// then check the backend saw each exactly once.
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		done := adminEvents(t, client, admin, adminToken, "status=done")
-		if len(done) == len(cases) {
-			break
-		}
-		if time.Now().After(deadline) {
-			all := adminEvents(t, client, admin, adminToken, "")
-			t.Fatalf("%d of %d events done after 15s; journal: %+v; backend got %d requests",
-				len(done), len(cases), all, len(rec.all()))
-		}
-		time.Sleep(50 * time.Millisecond)
+	var done []listedEvent
+	if !testwait.Until(15*time.Second, 50*time.Millisecond, func() bool {
+		done = adminEvents(t, client, admin, adminToken, "status=done")
+		return len(done) == len(cases)
+	}) {
+		all := adminEvents(t, client, admin, adminToken, "")
+		t.Fatalf("%d of %d events done after 15s; journal: %+v; backend got %d requests",
+			len(done), len(cases), all, len(rec.all()))
 	}
 	got := rec.all()
 	if len(got) != len(cases) {

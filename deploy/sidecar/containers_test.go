@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 // The container test builds the shipped image recipe with Podman and runs
@@ -584,16 +585,13 @@ func freePort(t *testing.T) string {
 
 func waitFor(t *testing.T, timeout time.Duration, what string, ok func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, detail := ok()
-		if done {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not %s after %s: %s", what, timeout, detail)
-		}
-		time.Sleep(200 * time.Millisecond)
+	var detail string
+	if !testwait.Until(timeout, 200*time.Millisecond, func() bool {
+		var done bool
+		done, detail = ok()
+		return done
+	}) {
+		t.Fatalf("not %s after %s: %s", what, timeout, detail)
 	}
 }
 
@@ -602,21 +600,18 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() (bool, 
 func waitReady(t *testing.T, pm *podman, container, readyz string) {
 	t.Helper()
 	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := client.Get(readyz)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
+	var err error
+	if !testwait.Until(60*time.Second, 200*time.Millisecond, func() bool {
+		var resp *http.Response
+		if resp, err = client.Get(readyz); err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			logs, _ := pm.run("logs", container)
-			state, _ := pm.run("inspect", "--format", "{{.State.Status}} exit {{.State.ExitCode}}", container)
-			t.Fatalf("%s not ready (%v; container %s); logs:\n%s", readyz, err, state, logs)
-		}
-		time.Sleep(200 * time.Millisecond)
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}) {
+		logs, _ := pm.run("logs", container)
+		state, _ := pm.run("inspect", "--format", "{{.State.Status}} exit {{.State.ExitCode}}", container)
+		t.Fatalf("%s not ready (%v; container %s); logs:\n%s", readyz, err, state, logs)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/whguard/whguard/internal/alert"
 	"github.com/whguard/whguard/internal/fields"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/verify"
 )
 
@@ -50,19 +51,16 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // wait returns the first n messages once they have arrived.
 func (r *receiver) wait(t *testing.T, n int) [][]byte {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	var got [][]byte
+	if !testwait.Until(5*time.Second, testwait.Poll, func() bool {
 		r.mu.Lock()
-		got := append([][]byte(nil), r.bodies...)
+		got = append([][]byte(nil), r.bodies...)
 		r.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d alert messages arrived, want %d: %s", len(got), n, got)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return len(got) >= n
+	}) {
+		t.Fatalf("%d alert messages arrived, want %d: %s", len(got), n, got)
 	}
+	return got
 }
 
 func (r *receiver) count() int {
@@ -287,10 +285,8 @@ func TestConditionsRepeatAndRecover(t *testing.T) {
 	if rcv.count() != 11 {
 		t.Fatalf("%d messages, want 11", rcv.count())
 	}
-	for deadline := time.Now().Add(5 * time.Second); counter(reg, "whguard_alerts_sent_total") != 11; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("whguard_alerts_sent_total = %v, want 11", counter(reg, "whguard_alerts_sent_total"))
-		}
+	if !testwait.Until(5*time.Second, testwait.Poll, func() bool { return counter(reg, "whguard_alerts_sent_total") == 11 }) {
+		t.Fatalf("whguard_alerts_sent_total = %v, want 11", counter(reg, "whguard_alerts_sent_total"))
 	}
 }
 
@@ -368,16 +364,12 @@ func TestReceiverDownNeverBlocks(t *testing.T) {
 	if took := time.Since(began); took > time.Second {
 		t.Fatalf("alerting took %v with the receiver failing", took)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		failed, dropped := counter(reg, "whguard_alerts_failed_total"), counter(reg, "whguard_alerts_dropped_total")
-		if failed >= 1 && dropped >= 1 && rcv.count() >= 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("failed %v dropped %v tries %d: want at least one of each and three tries", failed, dropped, rcv.count())
-		}
-		time.Sleep(20 * time.Millisecond)
+	var failed, dropped float64
+	if !testwait.Until(10*time.Second, testwait.Poll, func() bool {
+		failed, dropped = counter(reg, "whguard_alerts_failed_total"), counter(reg, "whguard_alerts_dropped_total")
+		return failed >= 1 && dropped >= 1 && rcv.count() >= 3
+	}) {
+		t.Fatalf("failed %v dropped %v tries %d: want at least one of each and three tries", failed, dropped, rcv.count())
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 func TestMain(m *testing.M) {
@@ -225,16 +227,8 @@ func testInFlight(t *testing.T, build func(Config) governor) {
 		t.Fatalf("delivery after a release held: %+v", d)
 	}
 	// Nobody releases now (a crashed replica): the slots expire.
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		d := mustAcquire(t, g, ask(b, "p", 3))
-		if d.Allowed {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("slots of a holder that never released did not expire")
-		}
-		time.Sleep(50 * time.Millisecond)
+	if !testwait.Until(2*time.Second, 50*time.Millisecond, func() bool { return mustAcquire(t, g, ask(b, "p", 3)).Allowed }) {
+		t.Fatal("slots of a holder that never released did not expire")
 	}
 }
 

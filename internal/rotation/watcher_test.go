@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 // lines is a Parse: the non-blank lines, refused when there are none or
@@ -317,12 +319,8 @@ func TestWatcherStartStop(t *testing.T) {
 	}
 	_ = f.w.Start(ctx)
 	os.WriteFile(path, []byte("two\n"), 0o600)
-	deadline := time.Now().Add(5 * time.Second)
-	for f.applied() != "[[two]]" {
-		if time.Now().After(deadline) {
-			t.Fatalf("not applied: %s", f.applied())
-		}
-		time.Sleep(5 * time.Millisecond)
+	if !testwait.Until(5*time.Second, testwait.Poll, func() bool { return f.applied() == "[[two]]" }) {
+		t.Fatalf("not applied: %s", f.applied())
 	}
 	if err := f.w.Stop(ctx); err != nil {
 		t.Fatal(err)

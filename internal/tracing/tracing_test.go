@@ -17,6 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
+
+	"github.com/whguard/whguard/internal/testwait"
 )
 
 func TestFromEnv(t *testing.T) {
@@ -226,18 +228,14 @@ func TestSlowCollectorDropsCounted(t *testing.T) {
 		t.Fatalf("dropped %v, want %d", got, 50-limit)
 	}
 	close(exp.release)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var got int
+	if !testwait.Until(10*time.Second, testwait.Poll, func() bool {
 		exp.mu.Lock()
-		got := exp.got
+		got = exp.got
 		exp.mu.Unlock()
-		if got == limit {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("exported %d spans, want %d", got, limit)
-		}
-		time.Sleep(5 * time.Millisecond)
+		return got == limit
+	}) {
+		t.Fatalf("exported %d spans, want %d", got, limit)
 	}
 	exp.mu.Lock()
 	exp.fail = true

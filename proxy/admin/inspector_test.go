@@ -18,6 +18,7 @@ import (
 
 	"github.com/whguard/whguard/forwarder"
 	"github.com/whguard/whguard/internal/catchup"
+	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy/admin"
 )
@@ -122,19 +123,15 @@ func TestInspectorInBrowser(t *testing.T) {
 	}
 	waitJS("the retry badge", `(document.querySelector("#detail h3 .badge")||{}).textContent === "retry"`)
 	// The replay reached the journal, audited with the typed reason.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		d, err := a.j.Get(context.Background(), dead)
-		if err != nil {
+	var d *journal.Detail
+	if !testwait.Until(10*time.Second, 50*time.Millisecond, func() bool {
+		var err error
+		if d, err = a.j.Get(context.Background(), dead); err != nil {
 			t.Fatal(err)
 		}
-		if d.Status == "retry" && len(d.Replays) == 1 && d.Replays[0].Reason == "replayed from the browser test" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after clicking Replay: status %s replays %+v", d.Status, d.Replays)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return d.Status == "retry" && len(d.Replays) == 1 && d.Replays[0].Reason == "replayed from the browser test"
+	}) {
+		t.Fatalf("after clicking Replay: status %s replays %+v", d.Status, d.Replays)
 	}
 
 	// A sync-mode event shows its stored reply, as text.
@@ -342,16 +339,13 @@ func newBrowser(t *testing.T) (context.Context, func(what, expr string)) {
 	t.Cleanup(func() { cancel3(); cancel2(); cancel1() })
 	waitJS := func(what, expr string) {
 		t.Helper()
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
-			if err == nil && ok {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("waiting for %s: %v", what, err)
-			}
-			time.Sleep(50 * time.Millisecond)
+		var err error
+		if !testwait.Until(15*time.Second, 50*time.Millisecond, func() bool {
+			var ok bool
+			ok, err = chromedp.Run(ctx, chromedp.Evaluate[bool](expr))
+			return err == nil && ok
+		}) {
+			t.Fatalf("waiting for %s: %v", what, err)
 		}
 	}
 	return ctx, waitJS
