@@ -38,14 +38,7 @@ func TestAppendFallsBackWhenTheConstraintRefuses(t *testing.T) {
 		done <- appended{r, err}
 	}()
 	// The append waits on the uncommitted rows' index entries.
-	testwait.For(t, 10*time.Second, "the append to wait for the concurrent insert", func() bool {
-		var waiting int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting > 0
-	})
+	waitForLockWait(t, s, "the append to wait for the concurrent insert")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -66,4 +59,18 @@ func TestAppendFallsBackWhenTheConstraintRefuses(t *testing.T) {
 	if rows != 3 || payloads != 1 {
 		t.Fatalf("%d rows and %d payloads, want 3 and 1 (the new key's)", rows, payloads)
 	}
+}
+
+// waitForLockWait waits until a session of s's database waits for a lock:
+// the statement a test started is blocked on the transaction it holds.
+func waitForLockWait(t *testing.T, s *journal.Postgres, what string) {
+	t.Helper()
+	testwait.For(t, 10*time.Second, what, func() bool {
+		var waiting int
+		if err := s.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		return waiting > 0
+	})
 }

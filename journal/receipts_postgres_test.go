@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
-	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/journal/journaltest"
 )
@@ -35,14 +34,7 @@ func TestReceiptsBatchSkipsAnEventDeletedMeanwhile(t *testing.T) {
 			{ID: kept, At: time.Now(), Answer: http.StatusOK}, {ID: gone, At: time.Now(), Answer: http.StatusOK},
 			{ID: gone, Answer: http.StatusAccepted, First: true}})
 	}()
-	testwait.For(t, 10*time.Second, "the receipts to wait for the delete", func() bool {
-		var waiting int
-		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		return waiting > 0
-	})
+	waitForLockWait(t, s, "the receipts to wait for the delete")
 	if err := tx.Commit(ctx); err != nil {
 		t.Fatal(err)
 	}
