@@ -109,8 +109,10 @@ const MaxReceipts = 10
 // HeaderDelta is how the headers an attempt sent differ from those the
 // forwarder builds from the journaled headers alone (forwarder.SentHeaders):
 // the headers it set (a signature made afresh for the backend) and those
-// it removed (a provider signature it may not forward). Most deliveries
-// change nothing, and store nothing (NULL).
+// it removed (a provider signature it may not forward). A delivery that
+// is neither re-signed nor traced changes nothing and stores nothing
+// (NULL); a re-signed one stores its fresh signature headers (~150 bytes,
+// BENCHMARKS.md measures what they cost).
 type HeaderDelta struct {
 	Set http.Header `json:"set,omitempty"`
 	Del []string    `json:"del,omitempty"`
