@@ -18,28 +18,14 @@ import (
 // new event (traceContext), so the event's attempts join its trace.
 
 // tracedWriter is the ResponseWriter of a traced request: it keeps what
-// the span reports once the request is answered.
+// the span reports once the request is answered (the status, as
+// answeredWriter remembers it).
 type tracedWriter struct {
-	http.ResponseWriter
+	answeredWriter
 	span    trace.Span
-	status  int
 	result  string
 	eventID string
 	id      int64
-}
-
-func (w *tracedWriter) WriteHeader(status int) {
-	if w.status == 0 {
-		w.status = status
-	}
-	w.ResponseWriter.WriteHeader(status)
-}
-
-func (w *tracedWriter) Write(b []byte) (int, error) {
-	if w.status == 0 {
-		w.status = http.StatusOK
-	}
-	return w.ResponseWriter.Write(b)
 }
 
 // Unwrap lets http.ResponseController reach the server's writer (Flush).
@@ -62,7 +48,7 @@ func (in *Ingress) startSpan(w http.ResponseWriter, r *http.Request, route Route
 	ctx, span := in.tracer.Start(tracing.Extract(r.Context(), r.Header), name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.HTTPRoute(route.Path), semconv.URLPath(route.Path),
 			semconv.URLScheme(scheme), tracing.AttrProvider.String(route.Provider.Name())))
-	tw := &tracedWriter{ResponseWriter: w, span: span}
+	tw := &tracedWriter{answeredWriter: answeredWriter{ResponseWriter: w}, span: span}
 	return tw, r.WithContext(ctx), tw.end
 }
 
