@@ -178,16 +178,7 @@ func TestE2ERotationNeverReachesTheBackend(t *testing.T) {
 	// and in the counts below.
 	delivered := func(phase string, ids ...string) {
 		t.Helper()
-		waitFor(t, 30*time.Second, phase+": the backend to accept "+strings.Join(ids, ", "), func() bool {
-			be.mu.Lock()
-			defer be.mu.Unlock()
-			for _, id := range ids {
-				if !be.accepted[id] {
-					return false
-				}
-			}
-			return true
-		})
+		waitAccepted(t, phase, &be.mu, be.accepted, ids...)
 	}
 
 	// Before: one secret each.

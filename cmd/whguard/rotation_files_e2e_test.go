@@ -20,6 +20,8 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	stripe "github.com/stripe/stripe-go/v82"
 	"github.com/stripe/stripe-go/v82/webhook"
+
+	"github.com/whguard/whguard/internal/rotation/rotationtest"
 )
 
 // Secrets of the file rotations: the sender's old and new ones per scheme.
@@ -92,11 +94,18 @@ func (b *fileBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // the refusal counts).
 func (b *fileBackend) delivered(t *testing.T, phase string, ids ...string) {
 	t.Helper()
+	waitAccepted(t, phase, &b.mu, b.accepted, ids...)
+}
+
+// waitAccepted waits until accepted (guarded by mu) holds every event of
+// ids: what a rotation test's verifying backend has answered 200.
+func waitAccepted(t *testing.T, phase string, mu *sync.Mutex, accepted map[string]bool, ids ...string) {
+	t.Helper()
 	waitFor(t, 30*time.Second, phase+": the backend to accept "+strings.Join(ids, ", "), func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
+		mu.Lock()
+		defer mu.Unlock()
 		for _, id := range ids {
-			if !b.accepted[id] {
+			if !accepted[id] {
 				return false
 			}
 		}
@@ -185,55 +194,6 @@ func reloads(admin, provider, result string) float64 {
 	return metricAt(admin, `whguard_secret_reloads_total{provider="`+provider+`",result="`+result+`"}`)
 }
 
-// kubeSecret is a directory laid out as the kubelet mounts a Secret: each
-// key is a link to ..data/<key>, ..data a link to a timestamped directory
-// holding the values.
-type kubeSecret struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func newKubeSecret(t *testing.T, values map[string]string) *kubeSecret {
-	k := &kubeSecret{t: t, dir: t.TempDir()}
-	k.update(values)
-	for key := range values {
-		if err := os.Symlink(filepath.Join("..data", key), filepath.Join(k.dir, key)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return k
-}
-
-// update swaps the values in as the kubelet does: a new timestamped
-// directory, a ..data_tmp link to it renamed over ..data, the old
-// directory removed.
-func (k *kubeSecret) update(values map[string]string) {
-	k.t.Helper()
-	k.n++
-	ts := fmt.Sprintf("..2026_12_03_10_%02d_17.%09d", k.n, 100+k.n)
-	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
-		k.t.Fatal(err)
-	}
-	for key, v := range values {
-		if err := os.WriteFile(filepath.Join(k.dir, ts, key), []byte(v+"\n"), 0o644); err != nil {
-			k.t.Fatal(err)
-		}
-	}
-	old, _ := os.Readlink(filepath.Join(k.dir, "..data"))
-	if err := os.Symlink(ts, filepath.Join(k.dir, "..data_tmp")); err != nil {
-		k.t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(k.dir, "..data_tmp"), filepath.Join(k.dir, "..data")); err != nil {
-		k.t.Fatal(err)
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(k.dir, old)); err != nil {
-			k.t.Fatal(err)
-		}
-	}
-}
-
 // rotationOverlap is the tests' ROTATION_OVERLAP: long enough for a few
 // requests and deliveries on a loaded machine, short enough to wait for.
 const rotationOverlap = 6 * time.Second
@@ -248,10 +208,10 @@ const rotationOverlap = 6 * time.Second
 func TestE2ESecretFileRotatedByKubernetes(t *testing.T) {
 	t.Parallel()
 	be, url := newFileBackend(t, map[string]string{"pay": fileStripeOld, "std": fileStdOld})
-	ks := newKubeSecret(t, map[string]string{"stripe-secret": fileStripeOld, "standard-secret": fileStdOld})
+	ks := rotationtest.NewKubeSecret(t, map[string]string{"stripe-secret": fileStripeOld + "\n", "standard-secret": fileStdOld + "\n"})
 	wh, listen, admin := startFileWhguard(t, url, "WHGUARD_PROVIDERS=pay,std",
-		"WHGUARD_PAY_SCHEME=stripe", "WHGUARD_PAY_SECRET_FILE="+filepath.Join(ks.dir, "stripe-secret"),
-		"WHGUARD_STD_SCHEME=standard", "WHGUARD_STD_SECRET_FILE="+filepath.Join(ks.dir, "standard-secret"),
+		"WHGUARD_PAY_SCHEME=stripe", "WHGUARD_PAY_SECRET_FILE="+ks.Path("stripe-secret"),
+		"WHGUARD_STD_SCHEME=standard", "WHGUARD_STD_SECRET_FILE="+ks.Path("standard-secret"),
 		"WHGUARD_PAY_ROTATION_OVERLAP="+rotationOverlap.String(), "WHGUARD_STD_ROTATION_OVERLAP="+rotationOverlap.String())
 	s := &fileSender{t: t, listen: listen, client: &http.Client{Timeout: 10 * time.Second}}
 	sent := 0
@@ -259,7 +219,7 @@ func TestE2ESecretFileRotatedByKubernetes(t *testing.T) {
 
 	be.delivered(t, "before", ok("pay", fileStripeOld, "old"), ok("std", fileStdOld, "old"))
 
-	ks.update(map[string]string{"stripe-secret": fileStripeNew, "standard-secret": fileStdNew})
+	ks.Update(map[string]string{"stripe-secret": fileStripeNew + "\n", "standard-secret": fileStdNew + "\n"})
 	waitFor(t, 15*time.Second, "both files reloaded", func() bool {
 		return reloads(admin, "pay", "ok") == 1 && reloads(admin, "std", "ok") == 1
 	})

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
+	"github.com/whguard/whguard/internal/rotation/rotationtest"
 	"github.com/whguard/whguard/internal/testwait"
 )
 
@@ -105,62 +106,19 @@ func (f *fixture) noValueLogged(values ...string) {
 	}
 }
 
-// kubeDir is a directory laid out as the kubelet mounts a Secret: the file
-// is a link to ..data/<key>, ..data a link to a timestamped directory.
-type kubeDir struct {
-	t   *testing.T
-	dir string
-	n   int
-}
-
-func newKubeDir(t *testing.T, key, content string) (*kubeDir, string) {
-	k := &kubeDir{t: t, dir: t.TempDir()}
-	k.swap(key, content)
-	if err := os.Symlink(filepath.Join("..data", key), filepath.Join(k.dir, key)); err != nil {
-		t.Fatal(err)
-	}
-	return k, filepath.Join(k.dir, key)
-}
-
-// swap updates the Secret as the kubelet does: a new timestamped
-// directory, a ..data_tmp link to it renamed over ..data, the old
-// directory removed.
-func (k *kubeDir) swap(key, content string) {
-	k.t.Helper()
-	k.n++
-	ts := fmt.Sprintf("..2026_12_03_10_%02d_00.%09d", k.n, k.n)
-	if err := os.Mkdir(filepath.Join(k.dir, ts), 0o755); err != nil {
-		k.t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(k.dir, ts, key), []byte(content), 0o644); err != nil {
-		k.t.Fatal(err)
-	}
-	old, _ := os.Readlink(filepath.Join(k.dir, "..data"))
-	if err := os.Symlink(ts, filepath.Join(k.dir, "..data_tmp")); err != nil {
-		k.t.Fatal(err)
-	}
-	if err := os.Rename(filepath.Join(k.dir, "..data_tmp"), filepath.Join(k.dir, "..data")); err != nil {
-		k.t.Fatal(err)
-	}
-	if old != "" {
-		if err := os.RemoveAll(filepath.Join(k.dir, old)); err != nil {
-			k.t.Fatal(err)
-		}
-	}
-}
-
 // A Kubernetes Secret update is followed: the new secret is applied with
 // the old one accepted for the overlap, measured on the injected clock,
 // then without it; nothing logged holds a secret.
 func TestWatcherFollowsKubernetesSwap(t *testing.T) {
-	kd, path := newKubeDir(t, "stripe-secret", "whsec_old\n")
+	kd := rotationtest.NewKubeSecret(t, map[string]string{"stripe-secret": "whsec_old\n"})
+	path := kd.Path("stripe-secret")
 	f := newFixture(t, time.Hour, File{Variable: "WHGUARD_PAY_SECRET_FILE", Path: path, Parse: lines, Initial: []string{"whsec_old"}})
 	f.w.Poll()
 	if f.applied() != "" || f.count(ResultOK)+f.count(ResultUnchanged)+f.count(ResultError) != 0 {
 		t.Fatalf("the first read of an unchanged file applied %s / counted", f.applied())
 	}
 
-	kd.swap("stripe-secret", "whsec_new\n")
+	kd.Update(map[string]string{"stripe-secret": "whsec_new\n"})
 	f.now = f.now.Add(time.Minute)
 	f.w.Poll()
 	if got := f.applied(); got != "[[whsec_new whsec_old]]" || f.count(ResultOK) != 1 {
@@ -168,7 +126,7 @@ func TestWatcherFollowsKubernetesSwap(t *testing.T) {
 	}
 
 	// The same content again (a resync): counted, nothing applied.
-	kd.swap("stripe-secret", "whsec_new\r\n")
+	kd.Update(map[string]string{"stripe-secret": "whsec_new\r\n"})
 	f.w.Poll()
 	if f.count(ResultUnchanged) != 1 || len(f.apply) != 1 {
 		t.Fatalf("a resync: unchanged %v, %d applies", f.count(ResultUnchanged), len(f.apply))
