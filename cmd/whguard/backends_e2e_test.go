@@ -1,10 +1,8 @@
 package main
 
 import (
-	"bytes"
 	"net"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -23,18 +21,8 @@ func TestE2EPauseNamesSomethingReal(t *testing.T) {
 	origin := "http://" + s.backend
 	host, _, _ := strings.Cut(s.backend, ":")
 	cli := func(args ...string) (int, string, string) {
-		cmd := exec.Command(binary, append([]string{"backends"}, args...)...)
-		cmd.Env = []string{"WHGUARD_ADMIN_URL=http://" + s.admin, "WHGUARD_ADMIN_TOKEN=e2e-token"}
-		var out, errOut bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		code := 0
-		if ee, ok := err.(*exec.ExitError); ok {
-			code = ee.ExitCode()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return code, out.String(), errOut.String()
+		return runBinary(t, []string{"WHGUARD_ADMIN_URL=http://" + s.admin, "WHGUARD_ADMIN_TOKEN=e2e-token"},
+			append([]string{"backends"}, args...)...)
 	}
 
 	_, port, _ := net.SplitHostPort(freePort(t))

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -125,17 +123,9 @@ func TestE2EEventsRetryCLI(t *testing.T) {
 	b.down.Store(false)
 	cli := func(args ...string) (int, string) {
 		t.Helper()
-		cmd := exec.Command(binary, append([]string{"events"}, args...)...)
-		cmd.Env = []string{"WHGUARD_ADMIN_URL=http://" + s.replicas[0].admin, "WHGUARD_ADMIN_TOKEN=e2e-token"}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if ee, ok := err.(*exec.ExitError); ok {
-			return ee.ExitCode(), out.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String()
+		code, out, errOut := runBinary(t, []string{"WHGUARD_ADMIN_URL=http://" + s.replicas[0].admin, "WHGUARD_ADMIN_TOKEN=e2e-token"},
+			append([]string{"events"}, args...)...)
+		return code, out + errOut
 	}
 	if code, out := cli("retry", "-all", "-dry-run"); code != 0 || !strings.Contains(out, "would make 1 events") {
 		t.Fatalf("events retry -all -dry-run: %d %s", code, out)

@@ -134,7 +134,14 @@ func TestE2ETriggerEveryScheme(t *testing.T) {
 // runTrigger runs the real `whguard trigger args…` with env.
 func runTrigger(t *testing.T, env []string, args ...string) (int, string, string) {
 	t.Helper()
-	cmd := exec.Command(binary, append([]string{"trigger"}, args...)...)
+	return runBinary(t, env, append([]string{"trigger"}, args...)...)
+}
+
+// runBinary runs the real whguard binary with args and env, and returns
+// its exit code, standard output and standard error.
+func runBinary(t *testing.T, env []string, args ...string) (int, string, string) {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
 	cmd.Env = env
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
