@@ -226,8 +226,8 @@ func (s *standardScheme) resign(h http.Header, body []byte, at time.Time) {
 		}
 		b.WriteString("v1," + base64.StdEncoding.EncodeToString(macSHA256(key, id+"."+ts+".", body)))
 	}
-	h.Set(names.timestamp, ts)
-	h.Set(names.signature, b.String())
+	h[names.keys[1]] = []string{ts}
+	h[names.keys[2]] = []string{b.String()}
 }
 
 // resign writes X-Slack-Request-Timestamp and X-Slack-Signature.

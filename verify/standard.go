@@ -19,6 +19,25 @@ const standardSecretPrefix = "whsec_"
 // request.
 type standardHeaders struct {
 	id, timestamp, signature string
+	// keys are the three names in canonical form, the keys of an
+	// http.Header: reading them directly spares Header.Get canonicalizing
+	// (and allocating) each name on every request and every re-signing.
+	keys [3]string
+}
+
+// newStandardHeaders names a set of headers as the scheme's documents
+// write them (the form refusals quote).
+func newStandardHeaders(id, timestamp, signature string) standardHeaders {
+	return standardHeaders{id: id, timestamp: timestamp, signature: signature, keys: [3]string{
+		http.CanonicalHeaderKey(id), http.CanonicalHeaderKey(timestamp), http.CanonicalHeaderKey(signature)}}
+}
+
+// get returns the first value of h's header set.keys[i].
+func (set standardHeaders) get(h http.Header, i int) string {
+	if v := h[set.keys[i]]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // standardScheme verifies Standard Webhooks (https://www.standardwebhooks.com)
@@ -39,10 +58,10 @@ var _ Scheme = (*standardScheme)(nil)
 // newStandardScheme returns the standard scheme, or with svix set the Svix
 // one, which reads the svix-* headers and falls back to the webhook-* ones.
 func newStandardScheme(keys [][]byte, tolerance time.Duration, svix bool) *standardScheme {
-	webhook := standardHeaders{"webhook-id", "webhook-timestamp", "webhook-signature"}
+	webhook := newStandardHeaders("webhook-id", "webhook-timestamp", "webhook-signature")
 	s := &standardScheme{keys: keys, tolerance: tolerance, headerSets: []standardHeaders{webhook}}
 	if svix {
-		s.headerSets = []standardHeaders{{"svix-id", "svix-timestamp", "svix-signature"}, webhook}
+		s.headerSets = []standardHeaders{newStandardHeaders("svix-id", "svix-timestamp", "svix-signature"), webhook}
 	}
 	return s
 }
@@ -114,7 +133,7 @@ func (s *standardScheme) Verify(in Input, now time.Time) (Verified, error) {
 func (s *standardScheme) readHeaders(h http.Header) (names standardHeaders, id, ts, sig string) {
 	chosen := -1
 	for i, set := range s.headerSets {
-		id, ts, sig = h.Get(set.id), h.Get(set.timestamp), h.Get(set.signature)
+		id, ts, sig = set.get(h, 0), set.get(h, 1), set.get(h, 2)
 		if id != "" && ts != "" && sig != "" {
 			return set, id, ts, sig
 		}
@@ -123,7 +142,7 @@ func (s *standardScheme) readHeaders(h http.Header) (names standardHeaders, id, 
 		}
 	}
 	set := s.headerSets[max(chosen, 0)]
-	return set, h.Get(set.id), h.Get(set.timestamp), h.Get(set.signature)
+	return set, set.get(h, 0), set.get(h, 1), set.get(h, 2)
 }
 
 // errNoSignature: a signature header held no usable signature.
