@@ -104,15 +104,13 @@ var partitionColumns = map[string]string{
 	attemptsTable: "id, event_row_id, number, started_at, duration_ms, status_code, error, response_excerpt, sent_headers",
 }
 
-// partitionStatistics are the per-column statistics targets each new
-// partition is given (its parent's: a partition does not inherit them):
-// migration 0015 keeps large columns out of ANALYZE's samples.
-var partitionStatistics = map[string]string{
-	payloadsTable: `ALTER COLUMN event_row_id SET STATISTICS 10, ALTER COLUMN headers SET STATISTICS 0,
-		ALTER COLUMN body SET STATISTICS 0, ALTER COLUMN path SET STATISTICS 10, ALTER COLUMN raw_query SET STATISTICS 10`,
-	attemptsTable: `ALTER COLUMN error SET STATISTICS 0, ALTER COLUMN response_excerpt SET STATISTICS 0,
-		ALTER COLUMN sent_headers SET STATISTICS 0`,
-}
+// sqlParentStatistics is the ALTER TABLE clause that gives a new partition
+// its parent's per-column statistics targets (a partition does not inherit
+// them; the migrations set them on the parent, 0015 and 0022, to keep
+// large columns out of ANALYZE's samples); empty when the parent has none.
+const sqlParentStatistics = `
+SELECT coalesce(string_agg(format('ALTER COLUMN %I SET STATISTICS %s', attname, attstattarget), ', '), '')
+FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped AND attstattarget >= 0`
 
 // dayRange reads parent's range of day partitions; ok is false when it
 // has none.
@@ -156,12 +154,19 @@ func (p *Postgres) ensurePartitions(ctx context.Context, today time.Time) error 
 			if from.After(end) {
 				return nil // another replica created them
 			}
+			var statistics string
+			if err := tx.QueryRow(ctx, sqlParentStatistics, parent).Scan(&statistics); err != nil {
+				return err
+			}
 			for d := from; !d.After(end); d = d.AddDate(0, 0, 1) {
 				if _, err := tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')`,
 					partitionName(parent, d), parent, d.Format(time.DateOnly), d.AddDate(0, 0, 1).Format(time.DateOnly))); err != nil {
 					return err
 				}
-				if _, err := tx.Exec(ctx, `ALTER TABLE `+partitionName(parent, d)+` `+partitionStatistics[parent]); err != nil {
+				if statistics == "" {
+					continue
+				}
+				if _, err := tx.Exec(ctx, `ALTER TABLE `+partitionName(parent, d)+` `+statistics); err != nil {
 					return err
 				}
 			}

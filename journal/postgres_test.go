@@ -449,6 +449,23 @@ func TestHotPlansFollowTheJournal(t *testing.T) {
 	if count < 10000 || est < float64(count)/2 || est > float64(count)*2 {
 		t.Fatalf("whguard_payloads: estimated %.0f rows, counted %d", est, count)
 	}
+	// No payload column samples more than 3 000 rows (the largest target
+	// of a table's columns sets its sample: one new column at the default
+	// would make every ANALYZE read 30 000 bodies again, 0022).
+	var wide []string
+	if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_agg(DISTINCT attname::text), '{}') FROM pg_attribute
+		WHERE attrelid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'whguard_payloads'::regclass
+		                   UNION ALL SELECT 'whguard_payloads'::regclass)
+		  AND attnum > 0 AND NOT attisdropped AND (attstattarget < 0 OR attstattarget > 10)`).Scan(&wide); err != nil || len(wide) > 0 {
+		t.Fatalf("payload columns with a statistics target over 10: %v (%v)", wide, err)
+	}
+	// While the journal is small its growth ANALYZEs sample 3 000 rows:
+	// a histogram of 10 buckets (11 bounds), not the default 100.
+	var bounds int
+	if err := s.Pool().QueryRow(ctx, `SELECT coalesce(array_length(histogram_bounds::text::timestamptz[], 1), 0)
+		FROM pg_stats WHERE tablename = 'whguard_events' AND attname = 'received_at'`).Scan(&bounds); err != nil || bounds < 2 || bounds > 11 {
+		t.Fatalf("whguard_events.received_at histogram: %d bounds (%v), want 2 to 11 from a small sample", bounds, err)
+	}
 	round("grown", 20)
 
 	conns := journal.HotConns(ctx, s)

@@ -1,0 +1,3 @@
+-- 0022: PostgreSQL only (smaller ANALYZE samples of the payload
+-- partitions, no statistics for the event columns no query filters on).
+-- The embedded journal runs no ANALYZE of its own. Nothing to do here.
