@@ -63,7 +63,8 @@ var PlannedStatements = map[string]string{
 	"unpark-heads": sqlUnparkHeads,
 	"window":       sqlWindowIDs,
 	"attempts":     pgAttemptsOf,
-	"append":       sqlAppend,
+	"append":       sqlAppendOrdered.insert,
+	"append-plain": sqlAppend.insert, // a batch without an ordered event
 }
 
 // FailoverIdle reports that no check for a new primary is running.

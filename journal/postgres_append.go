@@ -104,13 +104,17 @@ func (p *Postgres) appendBatch(ctx context.Context, events []Event) ([]Result, e
 	// bounds ingest.
 	args := []any{providers, ids, types, hashes, received, headers, bodies, paths, queries,
 		NotifyChannel, notify, leaseSecs, tokens, guards, orderKeys, orderBlock, ignored, schemes, sources, answers, traces}
-	ins, err := p.insertBatch(ctx, sqlAppend, providers, orderKeys, received, entries, args)
+	stmts := sqlAppend
+	if slices.ContainsFunc(orderKeys, func(k string) bool { return k != "" }) {
+		stmts = sqlAppendOrdered
+	}
+	ins, err := p.insertBatch(ctx, stmts.insert, providers, orderKeys, received, entries, args)
 	if isUniqueViolation(err) {
 		// A concurrent batch committed one of these keys after this
 		// statement's snapshot: the constraint refused the plain insert
 		// (nothing of it is committed). The same batch with ON CONFLICT
 		// DO NOTHING waits for no one and sorts new keys from old.
-		ins, err = p.insertBatch(ctx, sqlAppendOnConflict, providers, orderKeys, received, entries, args)
+		ins, err = p.insertBatch(ctx, stmts.onConflict, providers, orderKeys, received, entries, args)
 	}
 	if err != nil {
 		return p.appendFailed(ctx, events, err)
@@ -208,7 +212,7 @@ type insertedBatch struct {
 	inserted      int
 }
 
-// insertBatch runs stmt (sqlAppend or sqlAppendOnConflict) over the
+// insertBatch runs stmt (one of sqlAppend's or sqlAppendOrdered's) over the
 // batch's arguments and commits it, in a transaction holding the batch's
 // order-key locks when it has ordered events, which also records the
 // holds of those inserted behind their key (received: each entry's

@@ -18,7 +18,15 @@ package journal
 // and returns per input position (1-based ord) either the new id or
 // the stored id and content hash of the existing row, when this statement's
 // snapshot can see it.
-func appendStatement(where, onConflict string) string {
+//
+// ordered says whether some event of the batch has an order key: only then
+// does the statement count each event's place in its key's line, which
+// sorts the batch's rows, bodies and all, by key (ahead is 0 otherwise).
+func appendStatement(where, onConflict string, ordered bool) string {
+	ahead := "0::bigint"
+	if ordered {
+		ahead = aheadInLine
+	}
 	return `
 WITH input AS (
     SELECT b.*, ahead >= 1 AS behind, ahead >= 2 AS parked,
@@ -28,19 +36,7 @@ WITH input AS (
                              WHERE r.provider = b.provider AND r.guid = b.event_id) THEN 'catchup'
                 ELSE 'webhook' END AS source
     FROM (
-    SELECT b.*,
-           -- ahead: how many events are before an ordered one in its key's
-           -- line (counted up to 2): rows of its provider and key that
-           -- hold the key (every such row is earlier), and earlier events
-           -- of this batch with its key. It is claimed ($12 > 0) only when
-           -- none is; otherwise it goes in pending, behind them, and
-           -- parked (pgParked) when it is not even next.
-           CASE WHEN b.order_key = '' THEN 0 ELSE
-                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) - 1
-                + (SELECT count(*) FROM (SELECT 1 FROM whguard_events h
-                                         WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key
-                                         LIMIT 2) held)
-           END AS ahead
+    SELECT b.*, ` + ahead + ` AS ahead
     FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::timestamptz[],
                 $6::jsonb[], $7::bytea[], $8::text[], $9::text[], $12::float8[], $13::uuid[], $14::text[],
                 $15::text[], $16::bool[], $17::bool[], $18::text[], $19::text[], $20::int[], $21::text[])
@@ -84,28 +80,47 @@ WHERE (SELECT count(*) FROM note) >= 0
 ORDER BY input.ord`
 }
 
-// sqlAppend is the append as a plain insert of the keys its snapshot does
-// not hold. ON CONFLICT would decide the same, but by speculative
+// aheadInLine is, for an ordered batch, how many events are before each
+// ordered one in its key's line (counted up to 2): rows of its provider and
+// key that hold the key (every such row is earlier), and earlier events of
+// this batch with its key. It is claimed ($12 > 0) only when none is;
+// otherwise it goes in pending, behind them, and parked (pgParked) when it
+// is not even next.
+const aheadInLine = `CASE WHEN b.order_key = '' THEN 0 ELSE
+                row_number() OVER (PARTITION BY b.provider, b.order_key ORDER BY b.ord) - 1
+                + (SELECT count(*) FROM (SELECT 1 FROM whguard_events h
+                                         WHERE h.order_holds AND h.provider = b.provider AND h.order_key = b.order_key
+                                         LIMIT 2) held)
+           END`
+
+// appendStatements are the append's two statements for a batch: insert,
+// and onConflict after the constraint refused insert.
+type appendStatements struct{ insert, onConflict string }
+
+// sqlAppend and sqlAppendOrdered are the append's statements for a batch
+// without an ordered event and with one. The insert is a plain insert of the keys its snapshot
+// does not hold. ON CONFLICT would decide the same, but by speculative
 // insertion, which writes one more WAL record per row (its confirmation):
 // 1 of the 11.5 per event. A key committed concurrently after the
 // snapshot still meets the unique constraint, which refuses the whole
-// statement; Append then runs sqlAppendOnConflict. So the constraint still
-// decides, and this only asks first.
+// statement; Append then runs onConflict. So the constraint still decides,
+// and the insert only asks first.
 //
 // Each NOT EXISTS is one index probe per row: OFFSET 0 keeps it a
 // sub-query, which the planner would otherwise turn into an anti join
 // and, in a generic plan made while the table was small, run as a scan
 // of the whole table for every batch.
-var sqlAppend = appendStatement(`WHERE NOT EXISTS (SELECT 1 FROM whguard_events k
+var (
+	sqlAppend        = appendStatements{appendStatement(appendUnseen, "", false), appendStatement("", "ON CONFLICT DO NOTHING", false)}
+	sqlAppendOrdered = appendStatements{appendStatement(appendUnseen, "", true), appendStatement("", "ON CONFLICT DO NOTHING", true)}
+)
+
+// appendUnseen keeps the keys (and body guards) the statement does not see.
+const appendUnseen = `WHERE NOT EXISTS (SELECT 1 FROM whguard_events k
                         WHERE k.provider = input.provider AND k.event_id = input.event_id OFFSET 0)
   AND (guard = '' OR NOT EXISTS (SELECT 1 FROM whguard_events g
                                  WHERE g.provider = input.provider AND g.body_guard = input.guard OFFSET 0))
-    `, "")
-
-// sqlAppendOnConflict is the append after the constraint refused
-// sqlAppend: either unique index may refuse a row, so ON CONFLICT has no
-// target.
-var sqlAppendOnConflict = appendStatement("", "ON CONFLICT DO NOTHING")
+    `
 
 const sqlExistingByKey = `
 SELECT ev.id, ev.provider, ev.event_id, ev.content_hash, ev.source
