@@ -220,11 +220,12 @@ func (s *standardScheme) resign(h http.Header, body []byte, at time.Time) {
 	names, id, _, _ := s.readHeaders(h)
 	ts := unixText(at)
 	var b strings.Builder
-	for i, key := range signingKeys(s.keys) {
+	var sum signature
+	for i, m := range s.signing {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString("v1," + base64.StdEncoding.EncodeToString(macSHA256(key, id+"."+ts+".", body)))
+		b.WriteString("v1," + base64.StdEncoding.EncodeToString(m.sum(sum[:0], id+"."+ts+".", body)))
 	}
 	h[names.keys[1]] = []string{ts}
 	h[names.keys[2]] = []string{b.String()}

@@ -45,8 +45,11 @@ func (set standardHeaders) get(h http.Header, i int) string {
 // base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")) listed as "v1,<sig>"
 // in a space-separated signature header.
 type standardScheme struct {
-	keys      [][]byte // decoded secrets
-	tolerance time.Duration
+	keys [][]byte // decoded secrets
+	// macs holds HMAC states keyed with keys, in order; signing with the
+	// keys re-signing signs with (signingKeys).
+	macs, signing []*macPool
+	tolerance     time.Duration
 	// headerSets lists the header names to read, preferred first: Svix's
 	// own library falls back to the webhook-* names when the svix-* ones
 	// are absent.
@@ -59,7 +62,8 @@ var _ Scheme = (*standardScheme)(nil)
 // one, which reads the svix-* headers and falls back to the webhook-* ones.
 func newStandardScheme(keys [][]byte, tolerance time.Duration, svix bool) *standardScheme {
 	webhook := newStandardHeaders("webhook-id", "webhook-timestamp", "webhook-signature")
-	s := &standardScheme{keys: keys, tolerance: tolerance, headerSets: []standardHeaders{webhook}}
+	s := &standardScheme{keys: keys, macs: newMACPools(keys), signing: newMACPools(signingKeys(keys)),
+		tolerance: tolerance, headerSets: []standardHeaders{webhook}}
 	if svix {
 		s.headerSets = []standardHeaders{newStandardHeaders("svix-id", "svix-timestamp", "svix-signature"), webhook}
 	}
@@ -119,7 +123,7 @@ func (s *standardScheme) Verify(in Input, now time.Time) (Verified, error) {
 	// The official libraries sign the timestamp as re-formatted from its
 	// parsed value; so do we.
 	prefix := id + "." + strconv.FormatInt(unix, 10) + "."
-	if !anyKeyMatches(s.keys, sigs, []byte(prefix), in.Body) {
+	if !anyMatches(s.macs, sigs, prefix, in.Body) {
 		return Verified{}, refusef(ReasonSignatureMismatch, "%w: no signature matches", ErrUnauthorized)
 	}
 	// The type is the body's "type": Provider.Check reads it from the one
