@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/internal/fields"
+	"github.com/whguard/whguard/internal/tracing"
 )
 
 // Target says where one provider's events go.
@@ -39,6 +40,9 @@ type Target struct {
 	// Unsign, when set, removes the provider's signature headers from h
 	// (a delivery whguard must not sign). Nil leaves them as received.
 	Unsign func(h http.Header)
+	// Propagator writes an attempt's trace context into its request, with
+	// traces on (OTEL_PROPAGATORS; the zero value: W3C Trace Context).
+	Propagator tracing.Propagator
 	// Sync stores the first 2xx answer (status, Content-Type, body of at
 	// most journal.MaxReplyBytes) with the event, for the sender waiting
 	// on DispatchSync and for later duplicates (WHGUARD_<NAME>_MODE=sync).

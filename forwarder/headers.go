@@ -119,10 +119,12 @@ func signingDelta(stored, h http.Header) journal.HeaderDelta {
 }
 
 // traceDelta adds to d what injecting the attempt's trace context changed
-// in h (the received traceparent and tracestate replaced or removed), so
-// SentHeaders shows what the backend got. Without traces h keeps them.
-func traceDelta(d journal.HeaderDelta, stored, h http.Header) journal.HeaderDelta {
-	for _, name := range []string{"Traceparent", "Tracestate"} {
+// in h under the names traced (tracing.Propagator.Inject's: the received
+// traceparent and tracestate, or another format's headers, replaced or
+// removed), so SentHeaders shows what the backend got. Without traces h
+// keeps them.
+func traceDelta(d journal.HeaderDelta, stored, h http.Header, traced []string) journal.HeaderDelta {
+	for _, name := range traced {
 		vs, ok := h[name]
 		switch old, had := stored[name]; {
 		case ok && !slices.Equal(old, vs):

@@ -17,7 +17,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/whguard/whguard/internal/tracing"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -121,8 +120,7 @@ func buildRequest(ctx context.Context, t Target, d journal.Delivery, at time.Tim
 	}
 	setOwnHeaders(h, sv, d.Provider, d.EventID, d.ID, d.Attempt)
 	// With traces on, the attempt's span is the backend's parent.
-	tracing.Inject(ctx, h)
-	delta = traceDelta(delta, d.Headers, h)
+	delta = traceDelta(delta, d.Headers, h, t.Propagator.Inject(ctx, h))
 	req.Header = h
 	req.ContentLength = int64(len(d.Body))
 	return req, delta, nil

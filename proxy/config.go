@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/whguard/whguard/internal/fields"
+	"github.com/whguard/whguard/internal/tracing"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 )
@@ -69,6 +70,9 @@ type IngressConfig struct {
 	// path and stores its context with the event (proxy/trace.go); nil
 	// makes none.
 	Tracer trace.Tracer
+	// Propagator reads a sender's trace context with Tracer
+	// (OTEL_PROPAGATORS; the zero value: W3C Trace Context).
+	Propagator tracing.Propagator
 }
 
 // MaxBodyLimit is the largest body limit accepted: 64 MiB, above any

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/tracing"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/verify"
 )
@@ -80,6 +81,8 @@ type Ingress struct {
 	gate     diagnosisGate
 	// tracer makes a span of each request to a webhook path (nil: none).
 	tracer trace.Tracer
+	// propagator reads a sender's trace context (cfg.Propagator).
+	propagator tracing.Propagator
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -99,20 +102,21 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 		routes[r.Path] = r
 	}
 	in := &Ingress{
-		routes:   routes,
-		intake:   cfg.Intake,
-		metrics:  cfg.Metrics,
-		log:      cfg.Logger,
-		now:      cfg.Now,
-		timeout:  cfg.CommitTimeout,
-		budget:   newBodyBudget(cfg.MaxBufferedBytes),
-		pass:     cfg.PassThrough,
-		guards:   newGuardSet(cfg.Routes),
-		replies:  cfg.Replies,
-		refusals: cfg.Refusals,
-		peers:    peersOf(cfg.Routes),
-		receipts: cfg.Receipts,
-		tracer:   cfg.Tracer,
+		routes:     routes,
+		intake:     cfg.Intake,
+		metrics:    cfg.Metrics,
+		log:        cfg.Logger,
+		now:        cfg.Now,
+		timeout:    cfg.CommitTimeout,
+		budget:     newBodyBudget(cfg.MaxBufferedBytes),
+		pass:       cfg.PassThrough,
+		guards:     newGuardSet(cfg.Routes),
+		replies:    cfg.Replies,
+		refusals:   cfg.Refusals,
+		peers:      peersOf(cfg.Routes),
+		receipts:   cfg.Receipts,
+		tracer:     cfg.Tracer,
+		propagator: cfg.Propagator,
 	}
 	if in.log == nil {
 		in.log = zap.NewNop()

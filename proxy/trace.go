@@ -45,7 +45,7 @@ func (in *Ingress) startSpan(w http.ResponseWriter, r *http.Request, route Route
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	ctx, span := in.tracer.Start(tracing.Extract(r.Context(), r.Header), name, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, span := in.tracer.Start(in.propagator.Extract(r.Context(), r.Header), name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(semconv.HTTPRequestMethodKey.String(method), semconv.HTTPRoute(route.Path), semconv.URLPath(route.Path),
 			semconv.URLScheme(scheme), tracing.AttrProvider.String(route.Provider.Name())))
 	tw := &tracedWriter{answeredWriter: answeredWriter{ResponseWriter: w}, span: span}

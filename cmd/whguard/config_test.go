@@ -86,6 +86,7 @@ func TestEveryBadVariableNamed(t *testing.T) {
 		{"OTEL_TRACES_EXPORTER", "zipkin", nil, "otlp, console or none"},
 		{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", []string{"OTEL_TRACES_EXPORTER=otlp"}, "http/protobuf or grpc"},
 		{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "udp", []string{"OTEL_EXPORTER_OTLP_ENDPOINT=http://c:4318"}, "http/protobuf or grpc"},
+		{"OTEL_PROPAGATORS", "tracecontext,zipkin", []string{"OTEL_TRACES_EXPORTER=console"}, "b3, b3multi, jaeger"},
 
 		{"WHGUARD_X_SCHEME", "gitbub", nil, "known: standard"},
 		{"WHGUARD_X_SECRET", "whsec_!!!", []string{"WHGUARD_X_SCHEME=standard"}, "base64"},

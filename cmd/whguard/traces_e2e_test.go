@@ -127,6 +127,7 @@ func (c *collector) received() (requests, spans int) {
 type delivery struct {
 	eventID, journalID, traceparent, tracestate string
 	attempt                                     int
+	header                                      http.Header
 }
 
 // traceBackend answers 503 while an event has failures left (failFirst
@@ -158,7 +159,8 @@ func (b *traceBackend) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.Copy(io.Discard, r.Body)
 	attempt, _ := strconv.Atoi(r.Header.Get("X-Whguard-Attempt"))
 	d := delivery{eventID: r.Header.Get("X-Whguard-Source-Event-Id"), journalID: r.Header.Get("X-Whguard-Event-Id"),
-		traceparent: strings.Join(r.Header.Values("Traceparent"), " | "), tracestate: r.Header.Get("Tracestate"), attempt: attempt}
+		traceparent: strings.Join(r.Header.Values("Traceparent"), " | "), tracestate: r.Header.Get("Tracestate"), attempt: attempt,
+		header: r.Header.Clone()}
 	b.mu.Lock()
 	b.got = append(b.got, d)
 	left, seen := b.left[d.eventID]
@@ -218,6 +220,17 @@ func traceStack(t *testing.T, be *traceBackend, otel ...string) *stack {
 // sendTraced posts a signed event with the given sender trace headers.
 func (s *stack) sendTraced(msgID, traceparent, tracestate string) int {
 	s.t.Helper()
+	h := http.Header{}
+	if traceparent != "" {
+		h.Set("Traceparent", traceparent)
+		h.Set("Tracestate", tracestate)
+	}
+	return s.sendHeaders(msgID, h)
+}
+
+// sendHeaders posts a signed event with the headers of h besides.
+func (s *stack) sendHeaders(msgID string, h http.Header) int {
+	s.t.Helper()
 	body := orderEvent(msgID, "order.paid")
 	now := time.Now()
 	sig, err := s.wh.Sign(msgID, now, []byte(body))
@@ -229,9 +242,8 @@ func (s *stack) sendTraced(msgID, traceparent, tracestate string) int {
 	req.Header.Set("webhook-id", msgID)
 	req.Header.Set("webhook-timestamp", fmt.Sprint(now.Unix()))
 	req.Header.Set("webhook-signature", sig)
-	if traceparent != "" {
-		req.Header.Set("Traceparent", traceparent)
-		req.Header.Set("Tracestate", tracestate)
+	for name, vs := range h {
+		req.Header[name] = vs
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -392,6 +404,42 @@ func TestE2ETraces(t *testing.T) {
 			}
 		}
 		return serverID != "" && parent == serverID
+	})
+}
+
+// With OTEL_PROPAGATORS=b3multi whguard continues a sender's B3 trace and
+// hands the backend B3 headers naming each attempt's span; a W3C
+// traceparent, not a format it was told to read, passes through as sent.
+func TestE2ETracesB3(t *testing.T) {
+	t.Parallel()
+	col := startCollector(t, 0)
+	be := startTraceBackend(t, 0)
+	s := traceStack(t, be, "OTEL_EXPORTER_OTLP_ENDPOINT=http://"+col.addr, "OTEL_BSP_SCHEDULE_DELAY=50", "OTEL_PROPAGATORS=b3multi")
+	s.startWhguard(true)
+
+	const senderTrace, senderSpan = "a3ce929d0e0e47364bf92f3577b34da6", "0ba902b700f067aa"
+	const w3c = "00-11111111111111111111111111111111-2222222222222222-01"
+	if code := s.sendHeaders("msg_b3", http.Header{"X-B3-Traceid": {senderTrace}, "X-B3-Spanid": {senderSpan},
+		"X-B3-Sampled": {"1"}, "Traceparent": {w3c}}); code != 202 {
+		t.Fatalf("send: %d", code)
+	}
+	waitFor(t, 20*time.Second, "the delivery of msg_b3", func() bool { return len(be.deliveries("msg_b3")) == 1 })
+	d := be.deliveries("msg_b3")[0]
+	if d.header.Get("X-B3-Traceid") != senderTrace || d.header.Get("X-B3-Sampled") != "1" || d.traceparent != w3c {
+		t.Fatalf("backend got B3 %q/%q sampled %q and traceparent %q: want the sender's trace in B3 and its traceparent untouched",
+			d.header.Get("X-B3-Traceid"), d.header.Get("X-B3-Spanid"), d.header.Get("X-B3-Sampled"), d.traceparent)
+	}
+	waitFor(t, 20*time.Second, "msg_b3's server and client spans", func() bool {
+		var server, client gotSpan
+		for _, sp := range col.inTrace(senderTrace) {
+			switch sp.kind {
+			case tracepb.Span_SPAN_KIND_SERVER:
+				server = sp
+			case tracepb.Span_SPAN_KIND_CLIENT:
+				client = sp
+			}
+		}
+		return server.parent == senderSpan && client.id == d.header.Get("X-B3-Spanid") && client.parent == server.id
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/whguard/whguard/internal/catchup"
 	"github.com/whguard/whguard/internal/probe"
 	"github.com/whguard/whguard/internal/startstop"
+	"github.com/whguard/whguard/internal/tracing"
 	"github.com/whguard/whguard/journal"
 	"github.com/whguard/whguard/proxy"
 	"github.com/whguard/whguard/proxy/admin"
@@ -82,13 +83,19 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 		}
 	}()
 
+	// The trace context's formats (OTEL_PROPAGATORS, checked with the
+	// configuration): read from senders, written for backends.
+	propagator, err := tracing.NewPropagator(cfg.tracing.Propagators)
+	if err != nil {
+		return nil, err
+	}
 	targets := map[string]forwarder.Target{}
 	for _, p := range cfg.providers {
 		log.Info("provider configured", zap.String("provider", p.name), zap.String("scheme", p.env.Scheme), zap.String("path", p.env.Path),
 			zap.Bool("resign", p.resign), zap.Bool("backend_secret", p.provider.BackendSigned()), zap.Bool("preserve_host", p.env.PreserveHost), zap.Strings("event_types", p.eventTypes),
 			zap.Duration("sync_timeout", p.syncTimeout))
 		t := cfg.forward.Targets[p.name]
-		t.Scheme, t.Unsign = p.provider.SchemeName(), p.provider.Unsign
+		t.Scheme, t.Unsign, t.Propagator = p.provider.SchemeName(), p.provider.Unsign, propagator
 		switch {
 		case p.resign:
 			t.Resign = p.provider.Resign
@@ -143,7 +150,7 @@ func wire(cfg *config, log *zap.Logger) (*parts, error) {
 	}
 	ingressCfg := cfg.ingress
 	ingressCfg.PassThrough, ingressCfg.Intake, ingressCfg.Metrics, ingressCfg.Logger = passThrough(cfg, log), intake, ingressMetrics, log.Named("ingress")
-	ingressCfg.Tracer = traces.Tracer(tracerIngress)
+	ingressCfg.Tracer, ingressCfg.Propagator = traces.Tracer(tracerIngress), propagator
 	// Duplicates of sync-mode events get the reply stored with them; what
 	// duplicates were answered goes to the events' timelines, in batches
 	// written after the answers.

@@ -1,7 +1,8 @@
 // Package tracing sets up whguard's OpenTelemetry traces from the standard
 // OTEL_* variables alone (docs/operations.md, "Traces"), and carries a
 // trace's context between a webhook's receipt and its deliveries: through
-// the journal as text, and to the backend as W3C traceparent/tracestate.
+// the journal as text, and to the backend in the formats OTEL_PROPAGATORS
+// names (W3C traceparent/tracestate unless it names others).
 //
 // Tracing is off unless the environment asks for it; off, nothing of it
 // runs: no tracer, no span, no header touched, nothing stored.
@@ -34,6 +35,10 @@ type Config struct {
 	Exporters []string
 	// Protocol is the OTLP exporter's (ProtocolHTTP or ProtocolGRPC).
 	Protocol string
+	// Propagators name the formats of the trace context read from
+	// senders and written to backends (OTEL_PROPAGATORS, checked); nil:
+	// W3C Trace Context. NewPropagator makes them one Propagator.
+	Propagators []string
 }
 
 // On reports whether spans are made at all.
@@ -55,6 +60,7 @@ func (e *VarError) Error() string { return e.Var + ": " + e.Msg }
 //   - unset, they are on (otlp) when OTEL_EXPORTER_OTLP_ENDPOINT or
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else off.
 //
+// With traces on, OTEL_PROPAGATORS names the trace context's formats.
 // The OTLP protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
 // OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf. A value whguard cannot
 // honour is a *VarError naming its variable: a collector that silently
@@ -82,6 +88,14 @@ func FromEnv(getenv func(string) string) (Config, error) {
 	} else if getenv("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != "" {
 		c.Exporters = []string{ExporterOTLP}
 	}
+	if !c.On() {
+		return c, nil
+	}
+	props, err := parsePropagators(getenv("OTEL_PROPAGATORS"))
+	if err != nil {
+		return Config{}, err
+	}
+	c.Propagators = props
 	if !slices.Contains(c.Exporters, ExporterOTLP) {
 		return c, nil
 	}

@@ -29,34 +29,6 @@ const (
 	AttrBatchSize = attribute.Key("whguard.journal.batch_size")
 )
 
-// propagator reads and writes W3C Trace Context: traceparent, tracestate.
-var propagator propagation.TraceContext
-
-// Extract returns ctx with the remote span context that h's traceparent and
-// tracestate name, or ctx as it is when they name none (absent, malformed).
-func Extract(ctx context.Context, h http.Header) context.Context {
-	if len(h["Traceparent"]) == 0 {
-		return ctx
-	}
-	return propagator.Extract(ctx, propagation.HeaderCarrier(h))
-}
-
-// Inject sets h's traceparent (and tracestate) to name the span of ctx,
-// replacing whatever h carried under those names in any spelling: the
-// backend gets one parent, never two. With no span in ctx (tracing off) h
-// is left as it is, a received traceparent included.
-func Inject(ctx context.Context, h http.Header) {
-	if !trace.SpanContextFromContext(ctx).IsValid() {
-		return
-	}
-	for name := range h {
-		if strings.EqualFold(name, "traceparent") || strings.EqualFold(name, "tracestate") {
-			delete(h, name)
-		}
-	}
-	propagator.Inject(ctx, propagation.HeaderCarrier(h))
-}
-
 // MaxTraceState bounds the tracestate kept with an event (and so sent
 // with its attempts): a sender chooses it, and it would otherwise add up
 // to 16 KB to the journal's hot row. Past it, members are dropped from the
@@ -115,7 +87,7 @@ func Decode(ctx context.Context, stored string) context.Context {
 		return ctx
 	}
 	parent, state, _ := strings.Cut(stored, "\n")
-	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": parent, "tracestate": state})
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": parent, "tracestate": state})
 }
 
 // FullURL is u as a span's url.full: the user name and password replaced

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,12 @@ func TestFromEnv(t *testing.T) {
 		{"bad traces protocol", map[string]string{"OTEL_TRACES_EXPORTER": "otlp", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "udp"}, Config{}, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"},
 		{"protocol unused by console", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"}, Config{Exporters: []string{"console"}}, ""},
 		{"unknown exporter", map[string]string{"OTEL_TRACES_EXPORTER": "zipkin"}, Config{}, "OTEL_TRACES_EXPORTER"},
+		{"propagators", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": " B3, tracecontext,b3,baggage"},
+			Config{Exporters: []string{"console"}, Propagators: []string{"b3", "tracecontext", "baggage"}}, ""},
+		{"propagators none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "none"},
+			Config{Exporters: []string{"console"}, Propagators: []string{"none"}}, ""},
+		{"propagators unknown", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "tracecontext,zipkin"}, Config{}, "OTEL_PROPAGATORS"},
+		{"propagators unread with traces off", map[string]string{"OTEL_PROPAGATORS": "zipkin"}, Config{}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -127,19 +134,19 @@ func TestInject(t *testing.T) {
 		return h
 	}
 	h := received()
-	Inject(context.Background(), h)
+	Propagator{}.Inject(context.Background(), h)
 	if !reflect.DeepEqual(h, received()) {
 		t.Fatalf("off: headers changed: %v", h)
 	}
 	h = received()
-	Inject(trace.ContextWithSpanContext(context.Background(), spanContext(t, "vendor=v")), h)
+	Propagator{}.Inject(trace.ContextWithSpanContext(context.Background(), spanContext(t, "vendor=v")), h)
 	want := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, "Tracestate": {"vendor=v"}, "X-Other": {"v"}}
 	if !reflect.DeepEqual(h, want) {
 		t.Fatalf("on: got %v, want %v", h, want)
 	}
 	// Without a trace state of its own, a received one does not stay.
 	h = received()
-	Inject(trace.ContextWithSpanContext(context.Background(), spanContext(t, "")), h)
+	Propagator{}.Inject(trace.ContextWithSpanContext(context.Background(), spanContext(t, "")), h)
 	if _, ok := h["Tracestate"]; ok || len(h["Traceparent"]) != 1 {
 		t.Fatalf("on, no state: %v", h)
 	}
@@ -148,12 +155,12 @@ func TestInject(t *testing.T) {
 func TestExtract(t *testing.T) {
 	t.Parallel()
 	h := http.Header{"Traceparent": {"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}, "Tracestate": {"vendor=v"}}
-	sc := trace.SpanContextFromContext(Extract(context.Background(), h))
+	sc := trace.SpanContextFromContext(Propagator{}.Extract(context.Background(), h))
 	if !sc.Equal(spanContext(t, "vendor=v").WithRemote(true)) {
 		t.Fatalf("got %+v", sc)
 	}
 	for _, h := range []http.Header{{}, {"Traceparent": {"nonsense"}}} {
-		if sc := trace.SpanContextFromContext(Extract(context.Background(), h)); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(Propagator{}.Extract(context.Background(), h)); sc.IsValid() {
 			t.Fatalf("%v: parent %+v", h, sc)
 		}
 	}
@@ -316,5 +323,75 @@ func TestExporters(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, `"Name":"console span"`) || !strings.Contains(s, "orders-guard") {
 		t.Fatalf("console output lacks the span or the service name:\n%s", s)
+	}
+}
+
+// Other formats (OTEL_PROPAGATORS): B3 is read from a sender and written
+// for the backend in place of every B3 header received, W3C headers are
+// left to the formats that name them, a sender's baggage stays, and none
+// reads and writes nothing.
+func TestPropagators(t *testing.T) {
+	t.Parallel()
+	ctx := trace.ContextWithSpanContext(context.Background(), spanContext(t, ""))
+	received := func() http.Header {
+		return http.Header{"X-B3-Traceid": {"11111111111111111111111111111111"}, "X-B3-Spanid": {"2222222222222222"},
+			"x-b3-sampled": {"0"}, "Traceparent": {"00-33333333333333333333333333333333-4444444444444444-01"},
+			"Baggage": {"user=1"}}
+	}
+	b3, err := NewPropagator([]string{"b3multi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := received()
+	touched := b3.Inject(ctx, h)
+	want := http.Header{"X-B3-Traceid": {"4bf92f3577b34da6a3ce929d0e0e4736"}, "X-B3-Spanid": {"00f067aa0ba902b7"},
+		"X-B3-Sampled": {"1"}, "Traceparent": {"00-33333333333333333333333333333333-4444444444444444-01"}, "Baggage": {"user=1"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("b3multi: got %v, want %v", h, want)
+	}
+	if !slices.Contains(touched, "X-B3-Traceid") || slices.Contains(touched, "Traceparent") || slices.Contains(touched, "Baggage") {
+		t.Fatalf("b3multi: touched %v", touched)
+	}
+	if sc := trace.SpanContextFromContext(b3.Extract(context.Background(), received())); sc.TraceID().String() != "11111111111111111111111111111111" {
+		t.Fatalf("b3multi: extracted %v, want the X-B3 trace", sc.TraceID())
+	}
+
+	// Configured for the single header, B3 still reads a sender's
+	// multiple headers, and removes them beside its own.
+	single, err := NewPropagator([]string{"b3"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc := trace.SpanContextFromContext(single.Extract(context.Background(), received())); sc.TraceID().String() != "11111111111111111111111111111111" {
+		t.Fatalf("b3: extracted %v, want the X-B3 trace", sc.TraceID())
+	}
+	h = received()
+	single.Inject(ctx, h)
+	want = http.Header{"B3": {"4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-1"},
+		"Traceparent": {"00-33333333333333333333333333333333-4444444444444444-01"}, "Baggage": {"user=1"}}
+	if !reflect.DeepEqual(h, want) {
+		t.Fatalf("b3: got %v, want %v", h, want)
+	}
+
+	both, err := NewPropagator([]string{"tracecontext", "baggage"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = received()
+	both.Inject(ctx, h)
+	if h.Get("Baggage") != "user=1" || h.Get("Traceparent") != "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01" {
+		t.Fatalf("tracecontext,baggage: %v", h)
+	}
+
+	none, err := NewPropagator([]string{"none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h = received()
+	if touched := none.Inject(ctx, h); len(touched) > 0 || !reflect.DeepEqual(h, received()) {
+		t.Fatalf("none: touched %v, headers %v", touched, h)
+	}
+	if sc := trace.SpanContextFromContext(none.Extract(context.Background(), received())); sc.IsValid() {
+		t.Fatalf("none: extracted %+v", sc)
 	}
 }
