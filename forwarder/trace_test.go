@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/whguard/whguard/forwarder"
+	"github.com/whguard/whguard/internal/tracing"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -147,5 +148,52 @@ func TestUntracedPassesTraceHeaders(t *testing.T) {
 	h := rec.requests()[0].header
 	if h.Get("Traceparent") != senderParent || h.Get("Tracestate") != senderState {
 		t.Fatalf("received trace headers not passed through: %v", h)
+	}
+}
+
+// With another format (OTEL_PROPAGATORS=b3multi), the backend gets the
+// attempt's span as B3 headers in place of the sender's, the sender's W3C
+// headers pass through, and the timeline's headers sent show what it got.
+func TestAttemptSpansInB3(t *testing.T) {
+	t.Parallel()
+	j := openJournal(t, "sqlite")
+	rec, srv := newRecorder(t, status(200))
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	b3, err := tracing.NewPropagator([]string{"b3multi"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := j.Append(context.Background(), []journal.Event{{
+		Provider: "acme", EventID: "evt_b3", ContentHash: "h",
+		Headers: http.Header{"Traceparent": {senderParent}, "X-B3-Traceid": {"33333333333333333333333333333333"},
+			"X-B3-Spanid": {"4444444444444444"}, "X-B3-Sampled": {"0"}},
+		Body: []byte(`{}`), Path: "/webhooks/acme", TraceContext: receiptContext,
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startForwarder(t, j, srv.URL, func(c *forwarder.Config) {
+		c.Tracer = tp.Tracer("forwarder")
+		c.Targets["acme"] = forwarder.Target{BackendURL: srv.URL, Propagator: b3}
+	})
+	waitStatus(t, j, r[0].ID, journal.StatusDone, 15*time.Second)
+	ended := spans.Ended()
+	if len(ended) != 1 {
+		t.Fatalf("%d spans", len(ended))
+	}
+	sc := ended[0].SpanContext()
+	got := rec.requests()[0].header
+	if got.Get("X-B3-Traceid") != receiptTrace || got.Get("X-B3-Spanid") != sc.SpanID().String() || got.Get("X-B3-Sampled") != "1" ||
+		got.Get("Traceparent") != senderParent {
+		t.Fatalf("backend got %v: want B3 naming span %s of trace %s, and the sender's traceparent", got, sc.SpanID(), receiptTrace)
+	}
+	d := get(t, j, r[0].ID)
+	sent := forwarder.SentHeaders(d.Headers, d.Provider, d.EventID, d.ID, 1, d.AttemptLog[0].Sent)
+	for _, name := range []string{"X-B3-Traceid", "X-B3-Spanid", "X-B3-Sampled", "Traceparent"} {
+		if sent.Get(name) != got.Get(name) {
+			t.Errorf("headers sent show %s %q, the backend got %q", name, sent.Get(name), got.Get(name))
+		}
 	}
 }
