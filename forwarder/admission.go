@@ -260,37 +260,30 @@ type leasePlan struct {
 	// toWait: every slot is busy; the rows leased wait for slots in the
 	// queue, in turn with the claims.
 	toWait bool
-	// start is how many of the rows take free slots at once (0 with
-	// toWait); the rest wait in the queue.
-	start int
 }
 
 // planLease decides the fetcher's next lease at now: as many rows as slots
 // are free (at most maxLeaseBatch); with none free, rows announced or
 // probed for are leased anyway to wait in the queue (rowsToWaitFor), and
-// otherwise the fetcher waits for a freed slot. While rows wait in the
-// journal (the last lease was full) it also leases rows to wait in the
-// queue beside those that start, up to rowsToWaitFor: a slot freed by a
-// fast backend then goes to a row already in memory instead of waiting a
-// lease statement, and the slots stay busy enough for the in-flight limit
-// to see that it binds.
+// otherwise the fetcher waits for a freed slot.
 func (a *admission) planLease(now time.Time) leasePlan {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	free := max(a.limit-a.inUse, 0)
-	ahead := 0 // rows to lease to wait in the queue
-	if free == 0 || a.backlog {
-		ahead = max(rowsToWaitFor(a.limit, a.rows), 0)
-	}
-	if free == 0 {
+	free := a.limit - a.inUse
+	toWait := false
+	if free <= 0 {
 		a.slotWait = true
-		if (!a.announced && !a.probe && !a.backlog) || ahead == 0 {
+		if !a.announced && !a.probe {
 			return leasePlan{}
 		}
+		if free = rowsToWaitFor(a.limit, a.rows); free <= 0 {
+			return leasePlan{}
+		}
+		toWait = true
 	}
 	a.probe, a.slotWait, a.announced = false, false, false
 	a.lastLease = now
-	return leasePlan{n: min(free+ahead, maxLeaseBatch), toWait: free == 0, start: min(free, maxLeaseBatch)}
+	return leasePlan{n: min(free, maxLeaseBatch), toWait: toWait}
 }
 
 // leased records what a planned lease got: a full one means rows wait in

@@ -73,11 +73,8 @@ func (r *admissionRun) apply(s step) string {
 		return ""
 	case "plan":
 		p := a.planLease(r.now)
-		switch {
-		case p.toWait:
+		if p.toWait {
 			return fmt.Sprintf("n=%d to wait", p.n)
-		case p.start != p.n:
-			return fmt.Sprintf("n=%d start=%d", p.n, p.start)
 		}
 		return fmt.Sprintf("n=%d", p.n)
 	case "leased": // leased GOT ASKED
@@ -134,28 +131,13 @@ func TestAdmission(t *testing.T) {
 			{"release", "wake=false"}, {"granted c2", "true"}, {"granted r3", "false"},
 			{"release", "wake=false"}, {"granted r3", "true"},
 		}},
-		{"a lease takes the free slots; none free, nothing announced and no backlog waits for a slot", 8, 4, []step{
-			{"plan", "n=4"}, {"leased 4 5", ""},
+		{"a lease takes the free slots; none free and nothing announced waits for a slot", 8, 4, []step{
+			{"plan", "n=4"}, {"leased 4 4", ""},
 			{"acquire row a", "slot"}, {"acquire row b", "slot"}, {"acquire row c", "slot"}, {"acquire row d", "slot"},
 			{"plan", "n=0"},
-			// the fetcher waiting: a freed slot wakes it once a quarter of
-			// the limit (1) is free
+			// a backlog and a fetcher waiting: a freed slot wakes it once a
+			// quarter of the limit (1) is free
 			{"release", "wake=true"}, {"plan", "n=1"},
-		}},
-		{"with a backlog, rows are leased to wait beside those that start, up to half the limit", 16, 8, []step{
-			{"plan", "n=8"}, {"leased 8 8", ""},
-			{"acquire row a", "slot"}, {"acquire row b", "slot"}, {"acquire row c", "slot"}, {"acquire row d", "slot"},
-			{"acquire row e", "slot"}, {"acquire row f", "slot"},
-			// 2 free slots, and 4 rows (half the limit) to wait for the next
-			{"plan", "n=6 start=2"}, {"leased 6 6", ""},
-			{"acquire row g", "slot"}, {"acquire row h", "slot"},
-			{"acquire row r1", "queued"}, {"acquire row r2", "queued"}, {"acquire row r3", "queued"}, {"acquire row r4", "queued"},
-			// every slot busy and half the limit waiting: nothing more
-			{"plan", "n=0"},
-			// two rows let in: two left in line, a quarter of the limit,
-			// and a backlog: ask for the two that fill the line again
-			{"release", "wake=false"}, {"granted r1", "true"}, {"release", "wake=true"}, {"granted r2", "true"},
-			{"plan", "n=2 to wait"},
 		}},
 		{"with every slot busy, announced rows are leased to wait in turn, up to half the limit", 8, 4, []step{
 			{"claim", "true"}, {"acquire claim a", "slot"}, {"claim", "true"}, {"acquire claim b", "slot"},

@@ -87,13 +87,13 @@ func (f *Forwarder) fetchOnce() bool {
 	// are running) while they wait, and the decision be stale when they
 	// start; each asks when it has its slot.
 	var pre []*governor.Decision
-	if plan.start > 0 {
-		pre = f.preAdmit(leased[:min(plan.start, len(leased))])
+	if !plan.toWait {
+		pre = f.preAdmit(leased)
 	}
 	for i, d := range leased {
 		f.inflight.Add(1)
 		j := job{d: d, recordBy: recordBy}
-		if i < len(pre) {
+		if pre != nil {
 			j.pre = pre[i]
 		}
 		f.startLeased(j)
