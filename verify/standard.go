@@ -45,9 +45,8 @@ func (set standardHeaders) get(h http.Header, i int) string {
 // base64(HMAC-SHA256(key, "{id}.{timestamp}.{body}")) listed as "v1,<sig>"
 // in a space-separated signature header.
 type standardScheme struct {
-	keys [][]byte // decoded secrets
-	// macs holds HMAC states keyed with keys, in order; signing with the
-	// keys re-signing signs with (signingKeys).
+	// macs holds HMAC states keyed with the decoded secrets, in order;
+	// signing with those re-signing signs with (signingKeys).
 	macs, signing []*macPool
 	tolerance     time.Duration
 	// headerSets lists the header names to read, preferred first: Svix's
@@ -62,7 +61,7 @@ var _ Scheme = (*standardScheme)(nil)
 // one, which reads the svix-* headers and falls back to the webhook-* ones.
 func newStandardScheme(keys [][]byte, tolerance time.Duration, svix bool) *standardScheme {
 	webhook := newStandardHeaders("webhook-id", "webhook-timestamp", "webhook-signature")
-	s := &standardScheme{keys: keys, macs: newMACPools(keys), signing: newMACPools(signingKeys(keys)),
+	s := &standardScheme{macs: newMACPools(keys), signing: newMACPools(signingKeys(keys)),
 		tolerance: tolerance, headerSets: []standardHeaders{webhook}}
 	if svix {
 		s.headerSets = []standardHeaders{newStandardHeaders("svix-id", "svix-timestamp", "svix-signature"), webhook}

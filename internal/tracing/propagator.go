@@ -62,9 +62,6 @@ func (p Propagator) orW3C() Propagator {
 	return p
 }
 
-// Fields are the canonical names of the headers p reads and may write.
-func (p Propagator) Fields() []string { return slices.Clone(p.orW3C().fields) }
-
 // Extract returns ctx with the remote span context that h names in p's
 // formats, or ctx as it is when h names none (absent, malformed).
 func (p Propagator) Extract(ctx context.Context, h http.Header) context.Context {
