@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -481,13 +482,14 @@ func TestE2ETracesOff(t *testing.T) {
 }
 
 // loadFor posts events to s from 8 senders, each retrying like a real
-// sender, for the given time. It returns the events acknowledged and how
-// many of them the backend had when the time was up. It may run beside
-// other loads: it reports failures with t.Errorf only.
-func loadFor(t *testing.T, s *stack, be *traceBackend, d time.Duration) (acked []string, delivered int) {
+// sender, for the given time. It returns how many events were
+// acknowledged and how many of them the backend had when the time was
+// up. It may run beside other loads: it reports failures with t.Errorf
+// only.
+func loadFor(t *testing.T, s *stack, be *traceBackend, d time.Duration) (acked, delivered int) {
 	t.Helper()
 	end := time.Now().Add(d)
-	var mu sync.Mutex
+	var n atomic.Int64
 	var wg sync.WaitGroup
 	client := &http.Client{Timeout: 10 * time.Second}
 	for sender := range 8 {
@@ -498,16 +500,14 @@ func loadFor(t *testing.T, s *stack, be *traceBackend, d time.Duration) (acked [
 					t.Errorf("%s never acknowledged", id)
 					return
 				}
-				mu.Lock()
-				acked = append(acked, id)
-				mu.Unlock()
+				n.Add(1)
 			}
 		})
 	}
 	time.Sleep(time.Until(end))
 	delivered = be.count()
 	wg.Wait()
-	return acked, delivered
+	return int(n.Load()), delivered
 }
 
 // metricValue reads one sample of whguard's /metrics (the line that
@@ -563,7 +563,7 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 			stacks[i] = traceStack(t, backends[i], append(r.otel, "OTEL_BSP_MAX_QUEUE_SIZE=256", "OTEL_TRACES_SAMPLER=always_on", "OTEL_BSP_SCHEDULE_DELAY=50")...)
 			stacks[i].startWhguardBinary(plainBinary(t), true)
 		}
-		acked := make([][]string, len(runs))
+		acked := make([]int, len(runs))
 		delivered := make([]int, len(runs))
 		var wg sync.WaitGroup
 		for i := range runs {
@@ -571,11 +571,11 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 		}
 		wg.Wait()
 		for i, r := range runs {
-			t.Logf("round %d, %s: %d events acknowledged and %d delivered in %s", round+1, r.name, len(acked[i]), delivered[i], window)
+			t.Logf("round %d, %s: %d events acknowledged and %d delivered in %s", round+1, r.name, acked[i], delivered[i], window)
 			s, be := stacks[i], backends[i]
 			// Nothing acknowledged is lost, whatever the collector does.
-			if !testwait.Until(60*time.Second, 20*time.Millisecond, func() bool { return be.count() >= len(acked[i]) }) {
-				t.Errorf("%s: the backend got %d of the %d events acknowledged", r.name, be.count(), len(acked[i]))
+			if !testwait.Until(60*time.Second, 20*time.Millisecond, func() bool { return be.count() >= acked[i] }) {
+				t.Errorf("%s: the backend got %d of the %d events acknowledged", r.name, be.count(), acked[i])
 			}
 			if r.otel != nil {
 				// Down, the exports fail at once (export_failed); slow, they
@@ -586,7 +586,7 @@ func TestE2ETracesCollectorDownOrSlow(t *testing.T) {
 				if full+failed <= 0 {
 					t.Errorf("%s: no dropped span counted in whguard_trace_spans_dropped_total", r.name)
 				}
-				ratio := min(float64(len(acked[i]))/float64(max(len(acked[0]), 1)), float64(delivered[i])/float64(max(delivered[0], 1)))
+				ratio := min(float64(acked[i])/float64(max(acked[0], 1)), float64(delivered[i])/float64(max(delivered[0], 1)))
 				best[i] = max(best[i], ratio)
 			}
 			if took := s.stopWhguard(15 * time.Second); took > 5*time.Second+2*time.Second {
