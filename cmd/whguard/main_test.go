@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testport"
 	"github.com/whguard/whguard/internal/testwait"
 	"github.com/whguard/whguard/journal"
 )
@@ -192,14 +192,11 @@ func TestMigrateCommandTwice(t *testing.T) {
 	}
 }
 
+// freePort is a loopback address for a server a test starts (see testport:
+// outside the range the kernel takes outgoing connections' ports from).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testport.Free(t)
 }
 
 // The real binary: starts, reports ready, accepts a signed webhook once,

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/whguard/whguard/internal/testport"
 )
 
 // pgCluster is a PostgreSQL primary and a streaming standby built by the
@@ -208,10 +208,5 @@ func (c *pgCluster) promote() {
 
 func freePortNumber(t *testing.T) int {
 	t.Helper()
-	_, p, err := net.SplitHostPort(freePort(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, _ := strconv.Atoi(p)
-	return n
+	return testport.Number(t)
 }

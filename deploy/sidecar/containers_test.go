@@ -18,6 +18,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 	"time"
 
 	"github.com/whguard/whguard/internal/testdb"
+	"github.com/whguard/whguard/internal/testport"
 	"github.com/whguard/whguard/internal/testwait"
 )
 
@@ -572,15 +574,10 @@ func (p *podman) cleanup(t *testing.T, args ...string) {
 	})
 }
 
+// freePort is a loopback port for a container to publish (see testport).
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	_, port, _ := net.SplitHostPort(l.Addr().String())
-	return port
+	return strconv.Itoa(testport.Number(t))
 }
 
 func waitFor(t *testing.T, timeout time.Duration, what string, ok func() (bool, string)) {

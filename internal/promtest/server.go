@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -15,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/whguard/whguard/internal/testport"
 )
 
 // Server is a real Prometheus run by a test, scraping its targets and
@@ -126,14 +127,11 @@ func Start(t testing.TB, cfg Config) *Server {
 	}
 }
 
+// freeAddr is a loopback address for the Prometheus process to bind (see
+// testport: outside the range outgoing connections take their ports from).
 func freeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return testport.Free(t)
 }
 
 // Alert is one alert as /api/v1/alerts lists it.
