@@ -25,7 +25,8 @@ import (
 //   - the deliveries waiting in memory for the governor (govern.go);
 //   - what the fetcher needs to decide a lease: whether a row was
 //     announced, whether the last lease was full (a backlog), whether it
-//     found every slot busy, and when it last leased.
+//     found every slot busy, when it last leased, and how many slots were
+//     freed lately (the pace at which rows leased ahead will start).
 //
 // Its decisions are pure functions with named constants
 // (admission_rules.go); its methods only apply them under the mutex. Any goroutine may call any
@@ -48,6 +49,11 @@ type admission struct {
 	backlog   bool // the last lease was full: more rows wait in the journal
 	slotWait  bool // the fetcher found every slot busy: a freed one wakes it
 	lastLease time.Time
+
+	// Slots freed since freedSince, and in the freeWindow before it (as
+	// counted at the roll, scaled to one window); rolled by planLease.
+	freed, freedBefore int
+	freedSince         time.Time
 }
 
 // waiter is one delivery waiting in a queue. ready is closed when it is
@@ -159,8 +165,14 @@ func (a *admission) grant() (rowsLeft bool) {
 func (a *admission) release() (wake bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.inUse--
+	a.freeSlot()
 	return a.afterFree()
+}
+
+// freeSlot gives back a held slot and counts it. Under mu.
+func (a *admission) freeSlot() {
+	a.inUse--
+	a.freed++
 }
 
 // afterFree passes freed slots on and says whether to wake the fetcher:
@@ -186,7 +198,7 @@ func (a *admission) toRecord() (w *waiter, wake bool) {
 	defer a.mu.Unlock()
 	if a.recording < a.ceiling && len(a.recordQueue) == 0 {
 		a.recording++
-		a.inUse--
+		a.freeSlot()
 		return nil, a.afterFree()
 	}
 	w = &waiter{ready: make(chan struct{})}
@@ -208,7 +220,7 @@ func (a *admission) recorded() (wake bool) {
 	a.recordQueue[0] = nil
 	a.recordQueue = a.recordQueue[1:]
 	a.recording++
-	a.inUse--
+	a.freeSlot()
 	w.granted = true
 	close(w.ready)
 	return a.afterFree()
@@ -257,33 +269,54 @@ func (a *admission) poll(now time.Time, interval time.Duration) {
 type leasePlan struct {
 	// n is how many rows to lease (0: none).
 	n int
-	// toWait: every slot is busy; the rows leased wait for slots in the
+	// start is how many of them take free slots at once; the others
+	// (all, when start is 0: every slot is busy) wait for slots in the
 	// queue, in turn with the claims.
-	toWait bool
+	start int
 }
 
 // planLease decides the fetcher's next lease at now: as many rows as slots
-// are free (at most maxLeaseBatch); with none free, rows announced or
-// probed for are leased anyway to wait in the queue (rowsToWaitFor), and
-// otherwise the fetcher waits for a freed slot.
+// are free (at most maxLeaseBatch), and, while rows wait in the journal
+// (the last lease was full), rows to wait in the queue for the next freed
+// slots: no more than the slots freed in about a second (rowsAhead), so a
+// row freed slots will soon take is already in memory when one frees,
+// instead of a lease statement away, and a held backend gets none ahead
+// to wait out their leases. With no slot free, rows announced or probed
+// for are leased to wait as well (rowsToWaitFor); otherwise the fetcher
+// waits for a freed slot.
 func (a *admission) planLease(now time.Time) leasePlan {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	free := a.limit - a.inUse
-	toWait := false
-	if free <= 0 {
+	a.rollFreed(now)
+	free := max(a.limit-a.inUse, 0)
+	ahead := 0
+	if a.backlog {
+		ahead = rowsAhead(a.limit, a.rows, max(a.freed, a.freedBefore))
+	}
+	if free == 0 {
 		a.slotWait = true
-		if !a.announced && !a.probe {
+		if a.announced || a.probe {
+			ahead = max(ahead, rowsToWaitFor(a.limit, a.rows))
+		}
+		if ahead <= 0 {
 			return leasePlan{}
 		}
-		if free = rowsToWaitFor(a.limit, a.rows); free <= 0 {
-			return leasePlan{}
-		}
-		toWait = true
 	}
 	a.probe, a.slotWait, a.announced = false, false, false
 	a.lastLease = now
-	return leasePlan{n: min(free, maxLeaseBatch), toWait: toWait}
+	n := min(free+ahead, maxLeaseBatch)
+	return leasePlan{n: n, start: min(free, n)}
+}
+
+// rollFreed starts a new window of freed slots once freeWindow has passed,
+// keeping the last one's count scaled to a window. Under mu.
+func (a *admission) rollFreed(now time.Time) {
+	elapsed := now.Sub(a.freedSince)
+	if elapsed < freeWindow {
+		return
+	}
+	a.freedBefore = freedPerWindow(a.freed, elapsed)
+	a.freed, a.freedSince = 0, now
 }
 
 // leased records what a planned lease got: a full one means rows wait in

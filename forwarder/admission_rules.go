@@ -4,6 +4,8 @@ package forwarder
 // waiting may take, as pure functions of the limit (table-tested in
 // admission_test.go).
 
+import "time"
+
 // Shares of the limit the admission rules use.
 const (
 	// claimWaitShare: committed claims waiting for a slot are bounded by
@@ -29,6 +31,11 @@ const (
 	// poll probe for rows nobody announced (a retry coming due), which
 	// may wait behind a stream of claims that keeps every slot busy.
 	pollsBeforeProbe = 5
+	// freeWindow is the span over which freed slots are counted to bound
+	// the rows leased ahead of a slot: rows that slots freed at the
+	// recent pace would take within about this long, far inside the
+	// lease margin a leased row may wait before it goes back.
+	freeWindow = time.Second
 )
 
 // claimsWaitingBound is how many committed claims may wait for a slot.
@@ -37,6 +44,22 @@ func claimsWaitingBound(limit, ceiling int) int { return max(limit, ceiling/clai
 // rowsToWaitFor is how many rows to lease, with every slot busy, to wait
 // for slots beside the waiting rows already leased.
 func rowsToWaitFor(limit, waiting int) int { return max(1, limit/rowWaitShare) - waiting }
+
+// rowsAhead is how many rows to lease, while rows wait in the journal, to
+// wait for slots beside the waiting rows already leased: up to
+// rowsToWaitFor, and no more than freed slots (those freed in the last
+// window) would let in beyond the waiting ones. None when no slot frees.
+func rowsAhead(limit, waiting, freed int) int {
+	return max(0, min(rowsToWaitFor(limit, waiting), freed-waiting))
+}
+
+// freedPerWindow scales slots freed over elapsed to one freeWindow.
+func freedPerWindow(freed int, elapsed time.Duration) int {
+	if elapsed <= freeWindow {
+		return freed
+	}
+	return int(int64(freed) * int64(freeWindow) / int64(elapsed))
+}
 
 // refetchAt is how many free slots (or how few waiting rows) make the
 // fetcher lease again while rows wait in the journal.

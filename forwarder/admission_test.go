@@ -71,10 +71,18 @@ func (r *admissionRun) apply(s step) string {
 		fmt.Sscan(f[1], &n)
 		a.poll(r.now.Add(time.Duration(n)*time.Second), time.Second)
 		return ""
+	case "at": // at MS: the clock reads MS milliseconds after the start
+		var ms int
+		fmt.Sscan(f[1], &ms)
+		r.now = time.Time{}.Add(time.Duration(ms) * time.Millisecond)
+		return ""
 	case "plan":
 		p := a.planLease(r.now)
-		if p.toWait {
+		switch {
+		case p.n > 0 && p.start == 0:
 			return fmt.Sprintf("n=%d to wait", p.n)
+		case p.start != p.n:
+			return fmt.Sprintf("n=%d start=%d", p.n, p.start)
 		}
 		return fmt.Sprintf("n=%d", p.n)
 	case "leased": // leased GOT ASKED
@@ -136,8 +144,42 @@ func TestAdmission(t *testing.T) {
 			{"acquire row a", "slot"}, {"acquire row b", "slot"}, {"acquire row c", "slot"}, {"acquire row d", "slot"},
 			{"plan", "n=0"},
 			// a backlog and a fetcher waiting: a freed slot wakes it once a
-			// quarter of the limit (1) is free
-			{"release", "wake=true"}, {"plan", "n=1"},
+			// quarter of the limit (1) is free; it leases a row for the slot
+			// and one to wait for the next, as one slot was freed lately
+			{"release", "wake=true"}, {"plan", "n=2 start=1"},
+		}},
+		{"with a backlog, rows are leased ahead no more than slots were freed lately", 16, 8, []step{
+			{"plan", "n=8"}, {"leased 8 8", ""},
+			{"acquire row a", "slot"}, {"acquire row b", "slot"}, {"acquire row c", "slot"}, {"acquire row d", "slot"},
+			{"acquire row e", "slot"}, {"acquire row f", "slot"}, {"acquire row g", "slot"}, {"acquire row h", "slot"},
+			// every slot busy and none freed yet: nothing ahead
+			{"plan", "n=0"},
+			{"release", "wake=false"}, {"release", "wake=true"},
+			// two free, and two freed: two rows to start, two to wait
+			{"plan", "n=4 start=2"}, {"leased 4 4", ""},
+			{"acquire row i", "slot"}, {"acquire row j", "slot"}, {"acquire row r1", "queued"}, {"acquire row r2", "queued"},
+			// as many wait as were freed: no more
+			{"plan", "n=0"},
+			// faster frees lease more ahead, up to half the limit
+			{"release", "wake=true"}, {"granted r1", "true"}, {"release", "wake=true"}, {"granted r2", "true"},
+			{"release", "wake=false"}, {"release", "wake=true"},
+			{"plan", "n=6 start=2"},
+		}},
+		{"a backend that stops answering gets no rows ahead once its frees are a window old", 8, 4, []step{
+			{"plan", "n=4"}, {"leased 4 4", ""},
+			{"acquire row a", "slot"}, {"acquire row b", "slot"}, {"acquire row c", "slot"}, {"acquire row d", "slot"},
+			{"release", "wake=true"},
+			{"at 1000", ""}, {"plan", "n=2 start=1"}, {"leased 2 2", ""},
+			{"acquire row e", "slot"}, {"acquire row r1", "queued"},
+			// the last window freed one slot, and one row waits for it
+			{"plan", "n=0"},
+			{"release", "wake=true"}, {"granted r1", "true"},
+			// the window that freed one slot still leases one ahead
+			{"at 2000", ""}, {"plan", "n=1 to wait"}, {"leased 1 1", ""}, {"acquire row r2", "queued"},
+			// then a window with none: nothing more ahead
+			{"at 3000", ""}, {"plan", "n=0"},
+			{"at 4000", ""}, {"plan", "n=0"},
+			{"snapshot", "inflight=4 recording=0 claims=0 queued=0+1 limit=4"},
 		}},
 		{"with every slot busy, announced rows are leased to wait in turn, up to half the limit", 8, 4, []step{
 			{"claim", "true"}, {"acquire claim a", "slot"}, {"claim", "true"}, {"acquire claim b", "slot"},
@@ -235,6 +277,12 @@ func TestAdmissionRules(t *testing.T) {
 		{"refetch at a quarter", refetchAt(16), 4},
 		{"refetch at one at least", refetchAt(2), 1},
 		{"governor waits, half", governorWaitBound(16), 8},
+		{"rows ahead, bounded by half the limit", rowsAhead(16, 0, 100), 8},
+		{"rows ahead, bounded by the slots freed beyond those waiting", rowsAhead(16, 2, 5), 3},
+		{"rows ahead, none with no slot freed", rowsAhead(16, 0, 0), 0},
+		{"rows ahead, none when more wait than were freed", rowsAhead(16, 5, 3), 0},
+		{"freed per window, within one window", freedPerWindow(7, time.Second), 7},
+		{"freed per window, scaled down over two", freedPerWindow(100, 2*time.Second), 50},
 		{"governor waits, one at least", governorWaitBound(1), 1},
 	} {
 		if tc.got != tc.want {

@@ -6,7 +6,6 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/whguard/whguard/internal/governor"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -83,17 +82,14 @@ func (f *Forwarder) fetchOnce() bool {
 	recordBy := leasedAt.Add(f.cfg.Timeout + f.cfg.LeaseMargin - time.Second)
 	// Rows leased together are admitted together: one governor call per
 	// provider instead of one per row. Not rows leased to wait for a
-	// slot: their permits would be held (and refused to deliveries that
-	// are running) while they wait, and the decision be stale when they
-	// start; each asks when it has its slot.
-	var pre []*governor.Decision
-	if !plan.toWait {
-		pre = f.preAdmit(leased)
-	}
+	// slot (those past plan.start): their permits would be held (and
+	// refused to deliveries that are running) while they wait, and the
+	// decision be stale when they start; each asks when it has its slot.
+	pre := f.preAdmit(leased[:min(plan.start, len(leased))])
 	for i, d := range leased {
 		f.inflight.Add(1)
 		j := job{d: d, recordBy: recordBy}
-		if pre != nil {
+		if i < len(pre) {
 			j.pre = pre[i]
 		}
 		f.startLeased(j)
