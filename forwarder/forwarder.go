@@ -142,8 +142,10 @@ type Forwarder struct {
 	*pool
 
 	// complete batches the outcomes of deliveries finishing together into
-	// one fenced statement (attempt.go).
+	// one fenced statement (attempt.go); asks batches their questions to
+	// the governor, per provider (govern.go).
 	complete *groupcommit.Group[journal.Finish, bool]
+	asks     map[string]*groupcommit.Group[governor.Ask, governor.Decision]
 
 	// aborted is cancelled when Stop's deadline passes: it interrupts the
 	// deliveries still running (their leases are handed back), outcome
@@ -234,6 +236,7 @@ func New(cfg Config) (*Forwarder, error) {
 	f.complete = groupcommit.New(groupcommit.Config{
 		MaxBatch: 100, Timeout: completeTimeout, Linger: outcomeLinger, Context: f.aborted,
 	}, f.writeOutcomes)
+	f.asks = f.askGroups()
 	return f, nil
 }
 

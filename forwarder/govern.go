@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/internal/governor"
+	"github.com/whguard/whguard/internal/groupcommit"
 	"github.com/whguard/whguard/journal"
 )
 
@@ -43,7 +44,7 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 			dec, pre = *pre, nil // decided with the rows leased together
 		} else {
 			ctx, cancel := context.WithTimeout(f.aborted, governorTimeout)
-			dec, err = g.Acquire(ctx, a)
+			dec, err = f.acquire(ctx, a)
 			cancel()
 		}
 		switch {
@@ -87,6 +88,38 @@ func (f *Forwarder) admit(j job) (a governor.Ask, ok bool) {
 		}
 		f.adm.endGovernorWait()
 	}
+}
+
+// askGroups batches, per provider, the questions of deliveries that ask
+// the governor one at a time (rows that waited for a slot, claims, asks
+// after a wait): those asking while a batch is out go together in the
+// next, one AcquireBatch (one Redis round trip) instead of one each; a
+// lone ask goes at once. Nil when the governor cannot batch.
+func (f *Forwarder) askGroups() map[string]*groupcommit.Group[governor.Ask, governor.Decision] {
+	bg, ok := f.cfg.Governor.(batchGovernor)
+	if !ok {
+		return nil
+	}
+	groups := make(map[string]*groupcommit.Group[governor.Ask, governor.Decision], len(f.cfg.Targets))
+	for name := range f.cfg.Targets {
+		groups[name] = groupcommit.New(groupcommit.Config{
+			MaxBatch: maxLeaseBatch, MaxInFlight: 2, Timeout: governorTimeout, Context: f.aborted,
+		}, bg.AcquireBatch)
+	}
+	return groups
+}
+
+// acquire asks the governor whether a may start, in a batch with the other
+// asks of its provider when the governor batches (askGroups).
+func (f *Forwarder) acquire(ctx context.Context, a governor.Ask) (governor.Decision, error) {
+	if g := f.asks[a.Provider]; g != nil {
+		ds, err := g.Do(ctx, []governor.Ask{a})
+		if err != nil {
+			return governor.Decision{}, err
+		}
+		return ds[0], nil
+	}
+	return f.cfg.Governor.Acquire(ctx, a)
 }
 
 // unadmit gives back what a took once the backend has answered with
