@@ -75,7 +75,7 @@ func TestAsksToTheGovernorAreBatched(t *testing.T) {
 					wg.Go(func() {
 						ctx, stop := context.WithTimeout(f.aborted, governorTimeout)
 						defer stop()
-						d, err := f.acquire(ctx, governor.Ask{Provider: "acme", Token: time.Duration(i+1).String()})
+						d, err := f.acquire(ctx, governor.Ask{Provider: "acme", Token: time.Duration(i + 1).String()})
 						answers[i] = answer{d, err}
 					})
 				}
