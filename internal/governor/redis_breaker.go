@@ -25,6 +25,9 @@ import (
 // breakerSync is how often outcomes are sent and states refreshed.
 const breakerSync = 250 * time.Millisecond
 
+// downPing is how often Redis is pinged while it does not answer.
+const downPing = time.Second
+
 // breakerFields are the hash's fields, in the scripts' order.
 //
 // load returns nil when a field holds what no script writes (not a number,
@@ -251,7 +254,8 @@ func (r *Redis) breakerRecord(ctx context.Context, backend string, c breakerCoun
 
 // Start runs, until Stop, the breakers' sync: the outcomes counted here
 // are sent, and the known breaker states refreshed, every breakerSync.
-// Without it the breaker sees only probes. A second Start does nothing.
+// Without it the breaker sees only probes. It also pings Redis during an
+// outage (run). A second Start does nothing.
 func (r *Redis) Start(ctx context.Context) error {
 	r.runMu.Lock()
 	defer r.runMu.Unlock()
@@ -286,20 +290,29 @@ func (r *Redis) Stop(ctx context.Context) error {
 	}
 }
 
-// run is the breakers' sync loop, until ctx ends.
+// run is the breakers' sync loop, until ctx ends. During an outage it
+// also pings Redis every downPing, so that the end of the outage is seen
+// (whguard_redis_up, and the governor's asks sent in batches again) even
+// when nothing else talks to Redis: no breaker, no delivery asking.
 func (r *Redis) run(ctx context.Context) {
-	if !r.cfg.Breaker.Enabled {
-		return
-	}
 	t := time.NewTicker(breakerSync)
 	defer t.Stop()
+	var pinged time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
-		r.syncBreakers(ctx)
+		if r.cfg.Breaker.Enabled {
+			r.syncBreakers(ctx)
+		}
+		if !r.Up() && time.Since(pinged) >= downPing {
+			pinged = time.Now()
+			pctx, cancel := context.WithTimeout(ctx, time.Second)
+			_ = r.Ping(pctx) // observed: its answer ends the outage
+			cancel()
+		}
 	}
 }
 

@@ -309,7 +309,17 @@ func TestRedisOutage(t *testing.T) {
 	if n := logs.FilterMessageSnippet("redis unreachable").Len(); n != 1 {
 		t.Errorf("%d outage warnings for 3 failed calls, want 1", n)
 	}
+	// Redis answers again: the sync loop's ping finds it with no call
+	// asking (no breaker here, no delivery).
 	g.client = newRedisClient(t)
+	if err := g.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer g.Stop(ctx)
+	testwait.For(t, 5*time.Second, "the outage's end seen without a call", g.Up)
+	if v := testutil.ToFloat64(g.upG); v != 1 {
+		t.Errorf("whguard_redis_up = %v after Redis answered", v)
+	}
 	if d := mustAcquire(t, g, ask("http://b:80", "p", 9)); !d.Allowed {
 		t.Fatalf("acquire once Redis answers: %+v", d)
 	}
