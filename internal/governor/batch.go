@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
 
 	"github.com/whguard/whguard/internal/groupcommit"
 )
@@ -35,13 +36,16 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 	}
 	if r.cfg.Breaker.Enabled {
 		r.bmu.Lock()
-		closed := r.known(a.Backend).state == BreakerClosed
+		kb := r.known(a.Backend)
+		closed := kb.state == BreakerClosed && !kb.bad
 		r.bmu.Unlock()
 		if !closed {
-			// A probe is decided one delivery at a time.
+			// A probe is decided one delivery at a time (and a breaker
+			// Redis holds a bad value for is an error, as for one).
 			for i, x := range asks {
 				d, err := r.Acquire(ctx, x)
 				if err != nil {
+					r.giveBack(ctx, asks[:i], out[:i])
 					return nil, err
 				}
 				out[i] = d
@@ -98,6 +102,22 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 		}
 	}
 	return out, nil
+}
+
+// giveBack releases what asks were granted (ds) when the batch they were
+// in fails: their askers learn only of the error, so would never release
+// a slot or a probe taken for them (each would be held until it expires).
+// Best effort, after ctx if need be: a release that fails expires too.
+func (r *Redis) giveBack(ctx context.Context, asks []Ask, ds []Decision) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	for i, d := range ds {
+		if d.Allowed {
+			if err := r.Release(ctx, asks[i]); err != nil {
+				r.log.Debug("a failed batch's grant not given back; it expires by itself", zap.Error(err))
+			}
+		}
+	}
 }
 
 // acquireBatchScript grants up to ARGV[1] deliveries. KEYS as

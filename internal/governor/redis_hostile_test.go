@@ -2,6 +2,7 @@ package governor
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -209,5 +210,63 @@ func TestRedisWaitIsCapped(t *testing.T) {
 		if d.Allowed || d.Reason != HoldRate || d.RetryAfter <= 0 || d.RetryAfter > time.Minute {
 			t.Errorf("call %d: %+v; want held for at most a minute", i, d)
 		}
+	}
+}
+
+// failToken fails every command that carries token, as a Redis that stops
+// answering in the middle of a batch would.
+type failToken struct{ token string }
+
+func (h failToken) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h failToken) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (h failToken) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		for _, a := range cmd.Args() {
+			if a == any(h.token) {
+				err := errors.New("injected: connection reset by peer")
+				cmd.SetErr(err)
+				return err
+			}
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// TestRedisFailedBatchGivesBackItsGrants: a batch decided one ask at a
+// time (the breaker known open, due for a probe) fails at its second ask;
+// the slot its first ask was granted is given back, since its asker only
+// learns of the error (found: it was held until it expired). And a
+// breaker known bad fails a batch.
+func TestRedisFailedBatchGivesBackItsGrants(t *testing.T) {
+	c := newRedisClient(t)
+	c.AddHook(failToken{"tok-2"})
+	b := "http://b:80"
+	g, err := NewRedis(Config{MaxInFlight: 5, SlotTTL: time.Minute, Breaker: testBreaker, Backends: []string{b}}, c, RedisOptions{Prefix: testPrefix()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.bmu.Lock()
+	kb := g.known(b)
+	kb.state, kb.until = BreakerOpen, time.Now().Add(-time.Second)
+	g.bmu.Unlock()
+	if _, err := g.AcquireBatch(ctx, []Ask{ask(b, "p", 1), ask(b, "p", 2), ask(b, "p", 3)}); err == nil {
+		t.Fatal("a batch whose second ask failed succeeded")
+	}
+	if n, err := g.InFlight(ctx, b); err != nil || n != 0 {
+		t.Fatalf("%d slots held after the failed batch (%v), want 0", n, err)
+	}
+	// The breaker is not left waiting on a probe nobody runs.
+	if d := mustAcquire(t, g, ask(b, "p", 4)); !d.Allowed {
+		t.Fatalf("after the failed batch: %+v", d)
+	}
+	// A breaker Redis holds a bad value for stops a batch as it stops a
+	// single ask (found: a batch looked only at the state known closed).
+	g.bmu.Lock()
+	g.known(b).bad = true
+	g.bmu.Unlock()
+	if ds, err := g.AcquireBatch(ctx, []Ask{ask(b, "p", 5), ask(b, "p", 6)}); err == nil {
+		t.Fatalf("a batch decided %+v while Redis holds a bad breaker value", ds)
 	}
 }
