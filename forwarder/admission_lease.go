@@ -62,7 +62,7 @@ func (a *admission) planLease(now time.Time) leasePlan {
 	free := max(a.limit-a.inUse, 0)
 	ahead := 0
 	if a.backlog {
-		ahead = rowsAhead(a.limit, a.rows, max(a.freed, a.freedBefore))
+		ahead = rowsAhead(a.limit, a.rows, a.committed, max(a.freed, a.freedBefore))
 	}
 	if free == 0 {
 		a.slotWait = true

@@ -46,11 +46,12 @@ func claimsWaitingBound(limit, ceiling int) int { return max(limit, ceiling/clai
 func rowsToWaitFor(limit, waiting int) int { return max(1, limit/rowWaitShare) - waiting }
 
 // rowsAhead is how many rows to lease, while rows wait in the journal, to
-// wait for slots beside the waiting rows already leased: up to
+// wait for slots beside the rows already leased and waiting: up to
 // rowsToWaitFor, and no more than freed slots (those freed in the last
-// window) would let in beyond the waiting ones. None when no slot frees.
-func rowsAhead(limit, waiting, freed int) int {
-	return max(0, min(rowsToWaitFor(limit, waiting), freed-waiting))
+// window) would let in beyond what waits in the queue before them, those
+// rows and the committed claims. None when no slot frees.
+func rowsAhead(limit, rows, claims, freed int) int {
+	return max(0, min(rowsToWaitFor(limit, rows), freed-rows-claims))
 }
 
 // freedPerWindow scales slots freed over elapsed to one freeWindow.
