@@ -31,6 +31,20 @@ func NewPropagator(names []string) (Propagator, error) {
 	if len(names) == 0 {
 		return Propagator{}, nil
 	}
+	// Each name on its own: beside "none" the library drops the others
+	// unchecked, and an unknown name must be refused wherever it stands.
+	for _, name := range names {
+		if name == "none" {
+			continue
+		}
+		if _, err := autoprop.TextMapPropagator(name); err != nil {
+			return Propagator{}, err
+		}
+	}
+	if slices.Contains(names, "none") {
+		// Reads and writes no header: a sender's reach the backend as sent.
+		return Propagator{p: propagation.NewCompositeTextMapPropagator()}, nil
+	}
 	p, err := autoprop.TextMapPropagator(names...)
 	if err != nil {
 		return Propagator{}, err

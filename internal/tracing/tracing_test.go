@@ -51,6 +51,8 @@ func TestFromEnv(t *testing.T) {
 		{"propagators none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "none"},
 			Config{Exporters: []string{"console"}, Propagators: []string{"none"}}, ""},
 		{"propagators unknown", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "tracecontext,zipkin"}, Config{}, "OTEL_PROPAGATORS"},
+		{"propagators unknown before none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "zipkin,none"}, Config{}, "OTEL_PROPAGATORS"},
+		{"propagators unknown after none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "none,zipkn"}, Config{}, "OTEL_PROPAGATORS"},
 		{"propagators unread with traces off", map[string]string{"OTEL_PROPAGATORS": "zipkin"}, Config{}, ""},
 	}
 	for _, c := range cases {
@@ -383,15 +385,19 @@ func TestPropagators(t *testing.T) {
 		t.Fatalf("tracecontext,baggage: %v", h)
 	}
 
-	none, err := NewPropagator([]string{"none"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h = received()
-	if touched := none.Inject(ctx, h); len(touched) > 0 || !reflect.DeepEqual(h, received()) {
-		t.Fatalf("none: touched %v, headers %v", touched, h)
-	}
-	if sc := trace.SpanContextFromContext(none.Extract(context.Background(), received())); sc.IsValid() {
-		t.Fatalf("none: extracted %+v", sc)
+	// "none" beside other names still propagates nothing (found: b3
+	// beside none removed the sender's B3 headers, writing none).
+	for _, names := range [][]string{{"none"}, {"b3", "none"}, {"none", "b3multi"}} {
+		none, err := NewPropagator(names)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h = received()
+		if touched := none.Inject(ctx, h); len(touched) > 0 || !reflect.DeepEqual(h, received()) {
+			t.Fatalf("%v: touched %v, headers %v", names, touched, h)
+		}
+		if sc := trace.SpanContextFromContext(none.Extract(context.Background(), received())); sc.IsValid() {
+			t.Fatalf("%v: extracted %+v", names, sc)
+		}
 	}
 }
