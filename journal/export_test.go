@@ -73,3 +73,9 @@ func FailoverIdle(p *Postgres) bool { return !p.failover.checking.Load() }
 // SetPartitionLockTimeout replaces how long creating or dropping a
 // partition waits for its parent's lock.
 func SetPartitionLockTimeout(p *Postgres, d time.Duration) { p.lockTimeout.Store(int64(d)) }
+
+// AnalyzeHotTables runs the growth ANALYZE once.
+func AnalyzeHotTables(ctx context.Context, p *Postgres) error {
+	_, err := p.analyzeHotTables(ctx)
+	return err
+}

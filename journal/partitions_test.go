@@ -328,3 +328,49 @@ func TestPartitionsUpgrade(t *testing.T) {
 		})
 	}
 }
+
+// The growth ANALYZE lets go of each table once it is analyzed: while it
+// waits for its last table (today's payloads, locked here) it holds no
+// lock on the others, so retention's lock of the payloads' parent, and the
+// appends queued behind that, never wait for the whole list (found: one
+// transaction held every table until the last was analyzed).
+func TestGrowthAnalyzeHoldsOneTableAtATime(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	appendOne(t, s, ev("p", "one", "h"))
+	today := "whguard_payloads_" + time.Now().UTC().Format("20060102")
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `LOCK TABLE `+today+` IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- journal.AnalyzeHotTables(ctx, s) }()
+	var pid int
+	testwait.For(t, 5*time.Second, "the ANALYZE waiting for today's payloads", func() bool {
+		err := s.Pool().QueryRow(ctx, `SELECT pid FROM pg_locks WHERE NOT granted AND relation = to_regclass($1)`, today).Scan(&pid)
+		return err == nil
+	})
+	rows, err := s.Pool().Query(ctx, `SELECT relation::regclass::text FROM pg_locks
+		WHERE pid = $1 AND granted AND locktype = 'relation' AND relation::regclass::text LIKE 'whguard%'`, pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(held) > 0 {
+		t.Errorf("the ANALYZE waiting for %s still holds %v", today, held)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

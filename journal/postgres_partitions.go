@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -216,20 +215,20 @@ func (p *Postgres) dropDays(ctx context.Context, parent string, cutoff time.Time
 // while empty, it would scan it, and a generic plan made that way would
 // go on scanning it as it fills. Parents themselves are not named: on
 // PostgreSQL before 17, analyzing one analyzes every partition.
-func (p *Postgres) statTables(ctx context.Context, parents ...string) (string, error) {
+func (p *Postgres) statTables(ctx context.Context, parents ...string) ([]string, error) {
 	tables := []string{"whguard_events"}
 	today := utcDay(p.now())
 	for _, parent := range parents {
 		tables = append(tables, parent+"_held")
 		first, last, ok, err := dayRange(ctx, p.pool, parent)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for d := first; ok && !d.After(last) && !d.After(today); d = d.AddDate(0, 0, 1) {
 			tables = append(tables, partitionName(parent, d))
 		}
 	}
-	return strings.Join(tables, ", "), nil
+	return tables, nil
 }
 
 // analyzeHeld analyzes parent's held partition after rows moved there, so

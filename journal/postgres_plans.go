@@ -105,18 +105,23 @@ func (p *Postgres) analyzeHotTables(ctx context.Context) (int64, error) {
 	// what these ANALYZEs are for is the tables' size, which decides
 	// whether the hot statements' plans use the indexes, and a new
 	// journal pays each of them on its way up. Larger, the default
-	// sample, as the server's own ANALYZE takes.
-	err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		if rows < smallSampleUntil {
-			if _, err := tx.Exec(ctx, `SET LOCAL default_statistics_target = 10`); err != nil {
-				return err
+	// sample, as the server's own ANALYZE takes. A transaction per table
+	// (for SET LOCAL): one for all would hold every table's lock until
+	// the last is analyzed, and retention's lock of the payloads' parent
+	// (and the appends behind it) would wait for all of them.
+	for _, table := range tables {
+		err = pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+			if rows < smallSampleUntil {
+				if _, err := tx.Exec(ctx, `SET LOCAL default_statistics_target = 10`); err != nil {
+					return err
+				}
 			}
+			_, err := tx.Exec(ctx, `ANALYZE `+table)
+			return err
+		})
+		if err != nil {
+			return 0, err
 		}
-		_, err := tx.Exec(ctx, `ANALYZE `+tables)
-		return err
-	})
-	if err != nil {
-		return 0, err
 	}
 	if err := p.pool.QueryRow(ctx, sqlEventsEstimate).Scan(&rows); err != nil {
 		return 0, err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -108,7 +109,7 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("vacuum: %w", err)
 	}
-	vacuum := `VACUUM (ANALYZE, SKIP_LOCKED) ` + tables
+	vacuum := `VACUUM (ANALYZE, SKIP_LOCKED) ` + strings.Join(tables, ", ")
 	var conn interface {
 		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
