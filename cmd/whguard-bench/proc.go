@@ -12,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/whguard/whguard/internal/testport"
 )
 
 // proc is a server under test running as a child process.
@@ -120,14 +122,14 @@ func (p *proc) stop(timeout time.Duration) {
 }
 
 // freeAddr returns a loopback address with a port free at the time of the
-// call.
+// call, below the kernel's ephemeral range, so that none of the load's
+// outgoing connections takes it before the server binds it.
 func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := testport.Pick()
 	if err != nil {
 		return "", err
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(p)), nil
 }
 
 // cpuTicks returns the user+system CPU time of a process in clock ticks

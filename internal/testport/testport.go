@@ -1,6 +1,6 @@
-// Package testport hands tests loopback TCP ports for servers that other
-// processes will bind (whguard, PostgreSQL, Redis, PgBouncer, Sentinel,
-// containers).
+// Package testport hands tests (and the benchmark) loopback TCP ports for
+// servers that other processes will bind (whguard, PostgreSQL, Redis,
+// PgBouncer, Sentinel, containers).
 //
 // A port the kernel picks for "127.0.0.1:0" lies in its ephemeral range,
 // the range it also draws the source ports of outgoing connections from:
@@ -43,6 +43,16 @@ func Free(t testing.TB) string {
 // Number is Free's port alone.
 func Number(t testing.TB) int {
 	t.Helper()
+	p, err := Pick()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Pick is Number for a program that is not a test (the benchmark, which
+// starts servers in processes of its own the same way).
+func Pick() (int, error) {
 	hi := ephemeralLow() - 1
 	mu.Lock()
 	defer mu.Unlock()
@@ -55,19 +65,19 @@ func Number(t testing.TB) int {
 			if l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p))); err == nil {
 				l.Close()
 				given[p] = true
-				return p
+				return p, nil
 			}
 		}
 	}
 	// No room below the ephemeral range (or all tries taken): let the kernel pick.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return 0, err
 	}
 	defer l.Close()
 	p := l.Addr().(*net.TCPAddr).Port
 	given[p] = true
-	return p
+	return p, nil
 }
 
 // ephemeralLow is the first port of the kernel's ephemeral range.
