@@ -35,6 +35,10 @@ func (a *answeredWriter) WriteHeader(code int) {
 	a.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap is the writer a wraps (for the traced request's notes, and
+// http.ResponseController).
+func (a *answeredWriter) Unwrap() http.ResponseWriter { return a.ResponseWriter }
+
 // Write answers 200 when no status was written before, as net/http does.
 func (a *answeredWriter) Write(b []byte) (int, error) {
 	if a.status == 0 {

@@ -70,9 +70,25 @@ func (w *tracedWriter) end() {
 	w.span.End()
 }
 
+// tracedOf finds the traced request's writer under w and the writers
+// wrapped around it (those with Unwrap, as http.ResponseController
+// expects), or nil when the request is not traced.
+func tracedOf(w http.ResponseWriter) *tracedWriter {
+	for {
+		switch x := w.(type) {
+		case *tracedWriter:
+			return x
+		case interface{ Unwrap() http.ResponseWriter }:
+			w = x.Unwrap()
+		default:
+			return nil
+		}
+	}
+}
+
 // noteResult records the result label of a traced request's answer.
 func noteResult(w http.ResponseWriter, result string) {
-	if tw, ok := w.(*tracedWriter); ok {
+	if tw := tracedOf(w); tw != nil {
 		tw.result = result
 	}
 }
@@ -80,7 +96,7 @@ func noteResult(w http.ResponseWriter, result string) {
 // noteEvent records the event a traced request carried: its id, and its
 // row's once journaled (0: not yet, or none).
 func noteEvent(w http.ResponseWriter, eventID string, id int64) {
-	if tw, ok := w.(*tracedWriter); ok {
+	if tw := tracedOf(w); tw != nil {
 		tw.eventID, tw.id = eventID, id
 	}
 }
@@ -88,7 +104,7 @@ func noteEvent(w http.ResponseWriter, eventID string, id int64) {
 // traceContext is the trace context to store with the event a request
 // carried: its span's, or "" when the request is not traced.
 func traceContext(w http.ResponseWriter) string {
-	if tw, ok := w.(*tracedWriter); ok {
+	if tw := tracedOf(w); tw != nil {
 		return tracing.Encode(tw.span.SpanContext())
 	}
 	return ""
