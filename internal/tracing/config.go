@@ -11,6 +11,7 @@ package tracing
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -52,6 +53,9 @@ type VarError struct {
 
 func (e *VarError) Error() string { return e.Var + ": " + e.Msg }
 
+// bspVars are the batch span processor's settings, counts or milliseconds.
+var bspVars = []string{"OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "OTEL_BSP_EXPORT_TIMEOUT"}
+
 // FromEnv decides from the OTEL_* variables (getenv returns "" for an unset
 // one) whether traces are on, and where they go:
 //   - OTEL_SDK_DISABLED=true turns them off, whatever else is set;
@@ -60,7 +64,8 @@ func (e *VarError) Error() string { return e.Var + ": " + e.Msg }
 //   - unset, they are on (otlp) when OTEL_EXPORTER_OTLP_ENDPOINT or
 //     OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, else off.
 //
-// With traces on, OTEL_PROPAGATORS names the trace context's formats.
+// With traces on, OTEL_PROPAGATORS names the trace context's formats, and
+// the OTEL_BSP_* settings, when set, must be positive integers.
 // The OTLP protocol is OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
 // OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf. A value whguard cannot
 // honour is a *VarError naming its variable: a collector that silently
@@ -96,6 +101,16 @@ func FromEnv(getenv func(string) string) (Config, error) {
 		return Config{}, err
 	}
 	c.Propagators = props
+	// The SDK takes 0 and negative values as they are (a negative queue
+	// or batch size panics as it starts; a zero delay exports span by
+	// span): a value set must be a positive integer.
+	for _, v := range bspVars {
+		if raw := strings.TrimSpace(getenv(v)); raw != "" {
+			if n, err := strconv.Atoi(raw); err != nil || n <= 0 {
+				return Config{}, &VarError{Var: v, Msg: fmt.Sprintf("%q is not a positive integer", raw)}
+			}
+		}
+	}
 	if !slices.Contains(c.Exporters, ExporterOTLP) {
 		return c, nil
 	}

@@ -26,8 +26,8 @@ const (
 // not set.
 const defaultQueueSize = 2048
 
-// queueSize is OTEL_BSP_MAX_QUEUE_SIZE, or its default (the SDK's rule: a
-// value that is not a positive integer is ignored).
+// queueSize is OTEL_BSP_MAX_QUEUE_SIZE, or its default when unset (FromEnv
+// refuses a value that is not a positive integer).
 func queueSize(getenv func(string) string) int {
 	if n, err := strconv.Atoi(strings.TrimSpace(getenv("OTEL_BSP_MAX_QUEUE_SIZE"))); err == nil && n > 0 {
 		return n

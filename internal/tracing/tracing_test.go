@@ -54,6 +54,11 @@ func TestFromEnv(t *testing.T) {
 		{"propagators unknown before none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "zipkin,none"}, Config{}, "OTEL_PROPAGATORS"},
 		{"propagators unknown after none", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_PROPAGATORS": "none,zipkn"}, Config{}, "OTEL_PROPAGATORS"},
 		{"propagators unread with traces off", map[string]string{"OTEL_PROPAGATORS": "zipkin"}, Config{}, ""},
+		{"queue size negative", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_MAX_QUEUE_SIZE": "-1"}, Config{}, "OTEL_BSP_MAX_QUEUE_SIZE"},
+		{"batch size zero", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "0"}, Config{}, "OTEL_BSP_MAX_EXPORT_BATCH_SIZE"},
+		{"schedule delay not a number", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_SCHEDULE_DELAY": "5s"}, Config{}, "OTEL_BSP_SCHEDULE_DELAY"},
+		{"batch settings", map[string]string{"OTEL_TRACES_EXPORTER": "console", "OTEL_BSP_MAX_QUEUE_SIZE": "100", "OTEL_BSP_EXPORT_TIMEOUT": " 3000 "},
+			Config{Exporters: []string{"console"}}, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
