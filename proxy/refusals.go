@@ -124,17 +124,19 @@ func (r *Refusals) List(provider, reason string) []Refusal {
 }
 
 // headerNames returns h's names, sorted, bounded in number and length,
-// each a copy: a name cut from a long one would keep the whole alive.
+// each a copy, in a slice of its own: a name cut from a long one would
+// keep the whole alive, and so would the names past the bound left in a
+// shared backing array.
 func headerNames(h http.Header) []string {
-	names := make([]string, 0, min(len(h), maxRecordedHeaders))
+	all := make([]string, 0, len(h))
 	for name := range h {
-		names = append(names, name)
+		all = append(all, name)
 	}
-	slices.Sort(names)
-	names = names[:min(len(names), maxRecordedHeaders)]
-	for i, n := range names {
+	slices.Sort(all)
+	names := make([]string, min(len(all), maxRecordedHeaders))
+	for i := range names {
 		// A header name is ASCII: cut anywhere.
-		names[i] = strings.Clone(n[:min(len(n), maxRecordedHeaderName)])
+		names[i] = strings.Clone(all[i][:min(len(all[i]), maxRecordedHeaderName)])
 	}
 	return names
 }
