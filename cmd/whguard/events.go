@@ -279,8 +279,8 @@ func (c *apiClient) list(args []string, w io.Writer) error {
 		if e.Held != "" {
 			status += " (held: " + e.Held + ")"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, status, e.Provider, e.EventID, e.EventType,
-			e.Attempts, e.ReceivedAt.Local().Format("2006-01-02 15:04:05"), truncate(e.LastError, 60))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.ID, printable(status), printable(e.Provider), printable(e.EventID),
+			printable(e.EventType), e.Attempts, e.ReceivedAt.Local().Format("2006-01-02 15:04:05"), truncate(printable(e.LastError), 60))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

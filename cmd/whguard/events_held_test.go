@@ -149,3 +149,30 @@ func TestEventsSearchAndDryRun(t *testing.T) {
 		t.Fatalf("replay: %d\n%s%s", code, out.String(), errb.String())
 	}
 }
+
+// TestEventsOutputIsEscaped: what senders and backends choose (a body
+// that is not JSON, a header value, an event type with a C1 control)
+// reaches the operator's terminal escaped from `events show` and `events
+// list`, so none of it can act on the terminal (found: only `whguard
+// refusals` escaped).
+func TestEventsOutputIsEscaped(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	j := testdb.OpenStore(t, "sqlite", true)
+	hostile := "\x1b]0;owned\x07\x1b[2J\u009b"
+	res, err := j.Append(ctx, []journal.Event{{Provider: "p", EventID: "evt_esc", EventType: "t" + hostile, ContentHash: "h",
+		Body: []byte("not json " + hostile), Path: "/webhooks/p", Headers: http.Header{"X-Note": {"v" + hostile}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli := adminCLI(t, admin.APIConfig{Store: j})
+	for _, args := range [][]string{{"events", "show", fmt.Sprint(res[0].ID)}, {"events", "list"}} {
+		code, out, errOut := cli(args...)
+		if code != 0 {
+			t.Fatalf("%v: %d %s", args, code, errOut)
+		}
+		if strings.ContainsAny(out, "\x1b\x07\u009b") || !strings.Contains(out, `\x1b]0;owned`) {
+			t.Errorf("%v printed the sender's control characters unescaped:\n%q", args, out)
+		}
+	}
+}

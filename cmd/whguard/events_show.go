@@ -73,7 +73,7 @@ func (c *apiClient) show(args []string, w io.Writer) error {
 	}
 	var b strings.Builder
 	writeEvent(&b, &e, time.Now())
-	_, err = io.WriteString(w, b.String())
+	_, err = io.WriteString(w, printableLines(b.String()))
 	return err
 }
 

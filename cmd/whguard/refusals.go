@@ -80,8 +80,9 @@ func (c *apiClient) refusals(args []string, w io.Writer) error {
 }
 
 // printable is s with what a terminal would act on (control characters,
-// invalid UTF-8) written as Go escapes: a refused request's path is the
-// sender's to choose, decoded (%1b is ESC).
+// invalid UTF-8) written as Go escapes: what the admin API returns is the
+// senders' and the backend's to choose (a refused request's path, decoded,
+// where %1b is ESC; a body; a reply excerpt; a header value).
 func printable(s string) string {
 	if !strings.ContainsFunc(s, func(r rune) bool { return r == utf8.RuneError || !unicode.IsGraphic(r) }) {
 		return s
@@ -102,4 +103,14 @@ func printable(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// printableLines is printable for text of several lines: its line breaks
+// stay.
+func printableLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = printable(l)
+	}
+	return strings.Join(lines, "\n")
 }
