@@ -61,7 +61,7 @@ func (c *apiClient) catchupStatus(args []string, w io.Writer) error {
 			listed, missing, journaled, asked = p.Listed, p.Missing, p.Journaled, p.RedeliveryRequested
 			result = "ok"
 			if p.Error != "" {
-				result = p.Error
+				result = printable(p.Error) // the provider API's words, in part
 			}
 		}
 		next := "-"
@@ -75,7 +75,7 @@ func (c *apiClient) catchupStatus(args []string, w io.Writer) error {
 	}
 	for _, s := range resp.Providers {
 		if len(s.Unarrived) > 0 {
-			fmt.Fprintf(w, "%s: asked for three times and never arrived: %s\n", s.Provider, strings.Join(s.Unarrived, ", "))
+			fmt.Fprintf(w, "%s: asked for three times and never arrived: %s\n", s.Provider, printable(strings.Join(s.Unarrived, ", ")))
 		}
 	}
 	return nil
