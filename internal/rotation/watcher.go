@@ -1,6 +1,7 @@
 package rotation
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -231,10 +232,11 @@ func (w *Watcher) read(p Provider, st []fileState, fi int, now time.Time) {
 	}
 	values, err := f.Parse(b)
 	if err != nil {
-		if first && len(f.Initial) == 0 {
+		if first && len(f.Initial) == 0 && len(bytes.TrimSpace(b)) == 0 {
 			// The configuration took the file without values (an empty
-			// SECRET_FILE beside SECRET): found so again, it is as
-			// configured, not a failed reload.
+			// SECRET_FILE beside SECRET): found still empty, it is as
+			// configured, not a failed reload. Anything else written
+			// since is read as any change is.
 			return
 		}
 		fail("secret file refused", err)

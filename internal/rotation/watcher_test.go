@@ -244,6 +244,21 @@ func TestWatcherFirstReadOfAFileTakenEmpty(t *testing.T) {
 	}
 }
 
+// A file the configuration took empty that holds something unusable by
+// the first read (written in between) is an error, counted and logged
+// (found: the first read's refusal was silent whatever the content).
+func TestWatcherFirstReadOfAFileTakenEmptyThatChanged(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(path, []byte("bad\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(t, time.Hour, File{Variable: "WHGUARD_PAY_SECRET_FILE", Path: path, Parse: lines})
+	f.w.Poll()
+	if f.count(ResultError) != 1 || f.logs.FilterMessageSnippet("previous values stay").Len() != 1 || f.applied() != "" {
+		t.Fatalf("first read of a file changed to a bad line: errors %v, applied %q", f.count(ResultError), f.applied())
+	}
+}
+
 // Several files of one provider are applied together: a change to one
 // keeps the others' values.
 func TestWatcherAppliesEveryFileOfTheProvider(t *testing.T) {
