@@ -142,7 +142,7 @@ func New(o Options) (*Catchup, error) {
 		c.owner = uuid.NewString()
 	}
 	if c.opt.Client == nil {
-		c.opt.Client = &http.Client{Timeout: requestTimeout(c.cfgs)}
+		c.opt.Client = apiClient(requestTimeout(c.cfgs))
 	}
 	if c.opt.RedeliverySpacing <= 0 {
 		c.opt.RedeliverySpacing = time.Second
