@@ -157,6 +157,7 @@ func (c *config) buildComponents(ps *problems) {
 		}
 		*p.catchup = p.catchup.WithDefaults()
 		report(p.catchup.Validate(), func(f string) string { return p.prefix + catchupVars[f] })
+		c.catchupAgrees(ps, p)
 	}
 
 	c.alerts = alert.Config{}.WithDefaults()

@@ -123,3 +123,22 @@ func readToken(path, variable string) (string, error) {
 	}
 	return t, nil
 }
+
+// catchupAgrees checks p's catch-up against the settings it depends on:
+// the events it journals must be keyed as the provider's webhooks are (an
+// ID_HEADER other than GitHub's delivery id keys them otherwise, and
+// catch-up would journal a second copy of each, or ask again for deliveries
+// that arrived), and their keys must be kept for as long as it looks back
+// (past WHGUARD_DEDUP_RETENTION, an event still listed by the API, one
+// another endpoint keeps failing on, would be journaled and delivered
+// again).
+func (c *config) catchupAgrees(ps *problems, p providerConfig) {
+	if h := strings.TrimSpace(p.env.IDHeader); h != "" &&
+		!(p.catchup.Kind == catchup.KindGitHub && strings.EqualFold(h, "X-GitHub-Delivery")) {
+		ps.addf(p.prefix+"ID_HEADER", "%q keys events otherwise than %sCATCHUP=on lists them (by the provider's event id): unset one", h, p.prefix)
+	}
+	if c.forward.KeyRetention < p.catchup.Window {
+		ps.addf("WHGUARD_DEDUP_RETENTION", "%s is shorter than %sCATCHUP_WINDOW (%s): catch-up would journal again events whose keys were deleted",
+			c.forward.KeyRetention, p.prefix, p.catchup.Window)
+	}
+}

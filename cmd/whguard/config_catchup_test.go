@@ -52,6 +52,11 @@ func TestCatchupSettings(t *testing.T) {
 		{"stripe bad endpoint", append(stripe, "WHGUARD_X_CATCHUP_TOKEN=rk_test_a", "WHGUARD_X_CATCHUP_ENDPOINT=1234"),
 			"WHGUARD_X_CATCHUP_ENDPOINT", "we_"},
 		{"interval", append(stripe, "WHGUARD_X_CATCHUP_TOKEN=rk_test_a", "WHGUARD_X_CATCHUP_INTERVAL=-1m"), "WHGUARD_X_CATCHUP_INTERVAL", "positive"},
+		{"stripe with an id header", append(stripe, "WHGUARD_X_CATCHUP_TOKEN=rk_test_a", "WHGUARD_X_ID_HEADER=X-Request-Id"), "WHGUARD_X_ID_HEADER", "unset one"},
+		{"github with another id header", append(github, "WHGUARD_X_CATCHUP_HOOK=repos/a/b/hooks/1", "WHGUARD_X_ID_HEADER=X-Hub-Id"), "WHGUARD_X_ID_HEADER", "unset one"},
+		{"github with its delivery id", append(github, "WHGUARD_X_CATCHUP_HOOK=orgs/acme/hooks/9", "WHGUARD_X_ID_HEADER=x-github-delivery"), "", ""},
+		{"keys kept less than the window", append(stripe, "WHGUARD_X_CATCHUP_TOKEN=rk_test_a", "WHGUARD_DEDUP_RETENTION=24h", "WHGUARD_PAYLOAD_RETENTION=24h"), "WHGUARD_DEDUP_RETENTION", "shorter than WHGUARD_X_CATCHUP_WINDOW"},
+		{"keys kept as long as the window", append(stripe, "WHGUARD_X_CATCHUP_TOKEN=rk_test_secretvalue", "WHGUARD_DEDUP_RETENTION=72h", "WHGUARD_PAYLOAD_RETENTION=72h"), "", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
