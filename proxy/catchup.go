@@ -7,6 +7,7 @@ import (
 	"net/http"
 
 	"github.com/whguard/whguard/journal"
+	"github.com/whguard/whguard/verify"
 )
 
 // ErrNoRoute: catch-up named a provider the ingress has no path for.
@@ -19,12 +20,20 @@ var ErrNoRoute = errors.New("no ingress route for this provider")
 // authenticity is the authenticated call to the API: there is no
 // signature to check, and the delivery is signed afresh for the backend.
 // A webhook copy of it that arrives later is a duplicate, whatever its
-// bytes. Inject reports whether the event was new.
+// bytes. An id the webhook path would refuse is refused (wrapping
+// verify.ErrBadRequest). Inject reports whether the event was new.
 func (in *Ingress) Inject(ctx context.Context, provider, id, eventType string, body []byte) (bool, error) {
 	route, ok := in.routeOf(provider)
 	if !ok {
 		return false, fmt.Errorf("inject %s: %w", provider, ErrNoRoute)
 	}
+	// The id and type as the webhook path would take them: an id it
+	// refuses would be sent in a header no request can carry, and an
+	// empty one would make every such event one.
+	if err := verify.CheckEventID(id); err != nil {
+		return false, fmt.Errorf("inject %s: %w", provider, err)
+	}
+	eventType = verify.EventType(eventType)
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
 	ev := journal.Event{
 		Provider:    provider,

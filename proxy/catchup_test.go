@@ -3,6 +3,7 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -72,5 +73,19 @@ func TestInjectAppliesTheRoute(t *testing.T) {
 	}
 	if _, err := in.Inject(ctx, "github", "x", "", []byte(`{}`)); !errors.Is(err, proxy.ErrNoRoute) {
 		t.Errorf("an unknown provider: %v, want ErrNoRoute", err)
+	}
+	// Ids the webhook path refuses are refused here too (found: an id
+	// with a line break was journaled, then every attempt failed on the
+	// header carrying it); a type that is not printable is dropped.
+	for _, id := range []string{"", "evt_\nX-Injected: 1", strings.Repeat("e", verify.MaxEventIDLength+1)} {
+		if isNew, err := in.Inject(ctx, "stripe", id, "invoice.paid", body("evt_bad", "invoice.paid")); !errors.Is(err, verify.ErrBadRequest) || isNew {
+			t.Errorf("id %.20q: new %v, %v; want refused", id, isNew, err)
+		}
+	}
+	if isNew, err := in.Inject(ctx, "stripe", "evt_odd_type", "invoice.paid\x1b[2J", body("evt_odd_type", "x")); err != nil || !isNew {
+		t.Fatalf("an event with an odd type: new %v, %v", isNew, err)
+	}
+	if evs, _, err := j.List(ctx, journal.Filter{Provider: "stripe", EventID: "evt_odd_type"}); err != nil || len(evs) != 1 || evs[0].EventType != "" {
+		t.Errorf("the odd type kept: %+v %v", evs, err)
 	}
 }

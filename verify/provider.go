@@ -306,9 +306,7 @@ func (p *Provider) Check(in Input, now time.Time) (Event, error) {
 		// JSON body's top-level "type" is what most senders use.
 		typ = d.typ
 	}
-	if !printable(typ, maxEventTypeLength) {
-		typ = ""
-	}
+	typ = EventType(typ)
 	return Event{ID: id, Type: typ, ContentHash: contentHash, Reply: v.Reply, AnswerType: v.AnswerType}, nil
 }
 
@@ -322,6 +320,26 @@ func (p *Provider) Digest(h http.Header, body []byte) string {
 		return hashBytes(body)
 	}
 	return d.content
+}
+
+// CheckEventID refuses, as the webhook path does, an event id that is
+// empty, longer than MaxEventIDLength, or holds control characters or
+// invalid UTF-8: for an event that comes with no request to check (one
+// catch-up read from the provider's API).
+func CheckEventID(id string) error {
+	if id == "" {
+		return refusef(ReasonInvalidEventID, "%w: no event id", ErrBadRequest)
+	}
+	return checkEventID(id)
+}
+
+// EventType is typ as the webhook path keeps an event's type: "" unless
+// it is printable text of a bounded length.
+func EventType(typ string) string {
+	if !printable(typ, maxEventTypeLength) {
+		return ""
+	}
+	return typ
 }
 
 func checkEventID(id string) error {

@@ -70,7 +70,7 @@ func (c *Catchup) stripePass(ctx context.Context, cfg Config, p *journal.Catchup
 			}
 			journaled, err := c.opt.Ingest.Inject(ctx, cfg.Provider, ev.ID, string(ev.Type), ev.LastResponse.RawJSON)
 			if err != nil {
-				return fmt.Errorf("journal event %s: %w", ev.ID, err)
+				return fmt.Errorf("journal event %.80q: %w", ev.ID, err)
 			}
 			if journaled {
 				p.Journaled++
