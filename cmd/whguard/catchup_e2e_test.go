@@ -504,6 +504,20 @@ func TestE2ECatchupFailures(t *testing.T) {
 	if s := w.status("stripe"); s.LastPass.Error != "" || s.LastError == "" {
 		t.Errorf("after a good pass: last pass %+v, last error %q (kept, for the record)", s.LastPass, s.LastError)
 	}
+	// An endpoint pinned to another API version than the events are
+	// listed in: they are not journaled (a backend checking the version
+	// would refuse each), and the pass says why; once the versions agree
+	// they are (found: journaled as listed, every one went dead and its
+	// webhook copy, arriving later, was a duplicate).
+	st.setEndpointVersion("2025-03-31.basil")
+	st.add(stripeEvent{id: "evt_other_version", typ: "invoice.paid"})
+	if p := run("stripe"); !strings.Contains(p.Error, "API version") || p.Journaled != 0 || p.Missing != 1 {
+		t.Errorf("events in another version than the endpoint's: pass %+v", p)
+	}
+	st.setEndpointVersion("2024-06-20")
+	if p := run("stripe"); p.Error != "" || p.Journaled != 1 {
+		t.Errorf("events in the endpoint's version: pass %+v, want evt_other_version journaled", p)
+	}
 	out := w.proc.out.String()
 	for _, secret := range []string{cuStripeKey, cuGitHubToken, "****" + cuStripeKey[len(cuStripeKey)-4:]} {
 		if strings.Contains(out, secret) {

@@ -66,6 +66,7 @@ type fakeStripe struct {
 	mu       sync.Mutex
 	events   []stripeEvent // oldest first
 	fault    string
+	version  string     // the endpoint's api_version ("": null, the account's)
 	requests []*url.URL // every request's URL
 	auths    []string
 }
@@ -84,6 +85,12 @@ func (f *fakeStripe) add(e stripeEvent) {
 		e.created = time.Now().Unix()
 	}
 	f.events = append(f.events, e)
+}
+
+func (f *fakeStripe) setEndpointVersion(v string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version = v
 }
 
 func (f *fakeStripe) setFault(m string) {
@@ -111,6 +118,10 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 	f.requests = append(f.requests, r.URL)
 	f.auths = append(f.auths, r.Header.Get("Authorization"))
 	fault := f.fault
+	version := "null"
+	if f.version != "" {
+		version = strconv.Quote(f.version)
+	}
 	f.mu.Unlock()
 	stripeError := func(status int, typ, code, msg string) {
 		w.Header().Set("Content-Type", "application/json")
@@ -142,7 +153,7 @@ func (f *fakeStripe) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		enabled, _ := json.Marshal(f.enabled)
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"id":"we_catchup","object":"webhook_endpoint","enabled_events":%s,"status":"enabled","url":"https://example.com/webhooks/stripe"}`, enabled)
+		fmt.Fprintf(w, `{"id":"we_catchup","object":"webhook_endpoint","api_version":%s,"enabled_events":%s,"status":"enabled","url":"https://example.com/webhooks/stripe"}`, version, enabled)
 	case r.Method == http.MethodGet && r.URL.Path == "/v1/events":
 		f.list(w, r)
 	default:

@@ -31,13 +31,20 @@ func (c *Catchup) stripePass(ctx context.Context, cfg Config, p *journal.Catchup
 		LeveledLogger: &stripe.LeveledLogger{Level: stripe.LevelNull},
 	})))
 	var enabled []string
+	var version string // the endpoint's, when it is pinned to one
 	if cfg.Endpoint != "" {
 		we, err := sc.V1WebhookEndpoints.Retrieve(ctx, cfg.Endpoint, nil)
 		if err != nil {
 			return stripeReason("read the webhook endpoint", err)
 		}
-		enabled = we.EnabledEvents
+		enabled, version = we.EnabledEvents, we.APIVersion
 	}
+	// Events are listed rendered in the API version of their creation;
+	// an endpoint pinned to another gets its webhooks rendered in its
+	// own, and a backend checking the version (stripe-go's
+	// ConstructEvent does) would refuse each listed one. Those are not
+	// journaled: the pass fails, saying so.
+	otherVersion := 0
 	types, keep := StripeTypes(enabled)
 	params := &stripe.EventListParams{
 		DeliverySuccess: stripe.Bool(false),
@@ -68,6 +75,10 @@ func (c *Catchup) stripePass(ctx context.Context, cfg Config, p *journal.Catchup
 			if dryRun || ev.LastResponse == nil {
 				continue
 			}
+			if version != "" && ev.APIVersion != "" && ev.APIVersion != version {
+				otherVersion++
+				continue
+			}
 			journaled, err := c.opt.Ingest.Inject(ctx, cfg.Provider, ev.ID, string(ev.Type), ev.LastResponse.RawJSON)
 			if err != nil {
 				return fmt.Errorf("journal event %.80q: %w", ev.ID, err)
@@ -93,7 +104,13 @@ func (c *Catchup) stripePass(ctx context.Context, cfg Config, p *journal.Catchup
 			}
 		}
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	if otherVersion > 0 {
+		return fmt.Errorf("%d missing events are in another API version than the endpoint's (%s): not journaled; its webhooks would not match them", otherVersion, version)
+	}
+	return nil
 }
 
 // stripeReason says why a Stripe call failed, without Stripe's message:
