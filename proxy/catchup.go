@@ -20,8 +20,8 @@ var ErrNoRoute = errors.New("no ingress route for this provider")
 // authenticity is the authenticated call to the API: there is no
 // signature to check, and the delivery is signed afresh for the backend.
 // A webhook copy of it that arrives later is a duplicate, whatever its
-// bytes. An id the webhook path would refuse is refused (wrapping
-// verify.ErrBadRequest). Inject reports whether the event was new.
+// bytes. An id or a body size the webhook path would refuse is refused
+// (wrapping verify.ErrBadRequest). Inject reports whether the event was new.
 func (in *Ingress) Inject(ctx context.Context, provider, id, eventType string, body []byte) (bool, error) {
 	route, ok := in.routeOf(provider)
 	if !ok {
@@ -34,6 +34,9 @@ func (in *Ingress) Inject(ctx context.Context, provider, id, eventType string, b
 		return false, fmt.Errorf("inject %s: %w", provider, err)
 	}
 	eventType = verify.EventType(eventType)
+	if route.MaxBodyBytes > 0 && int64(len(body)) > route.MaxBodyBytes {
+		return false, fmt.Errorf("inject %s: %w: body larger than the %d bytes this path takes", provider, verify.ErrBadRequest, route.MaxBodyBytes)
+	}
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
 	ev := journal.Event{
 		Provider:    provider,

@@ -30,7 +30,7 @@ func TestInjectAppliesTheRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:  []proxy.Route{{Path: "/webhooks/stripe", Provider: p, EventTypes: []string{"invoice.*"}, Order: order}},
+		Routes:  []proxy.Route{{Path: "/webhooks/stripe", Provider: p, EventTypes: []string{"invoice.*"}, Order: order, MaxBodyBytes: 4096}},
 		Intake:  newIntake(t, j, nil),
 		Metrics: proxy.NewMetrics(prometheus.NewRegistry()),
 	})
@@ -81,6 +81,9 @@ func TestInjectAppliesTheRoute(t *testing.T) {
 		if isNew, err := in.Inject(ctx, "stripe", id, "invoice.paid", body("evt_bad", "invoice.paid")); !errors.Is(err, verify.ErrBadRequest) || isNew {
 			t.Errorf("id %.20q: new %v, %v; want refused", id, isNew, err)
 		}
+	}
+	if isNew, err := in.Inject(ctx, "stripe", "evt_big", "invoice.paid", body("evt_big", strings.Repeat("x", 4096))); !errors.Is(err, verify.ErrBadRequest) || isNew {
+		t.Errorf("a body past the path's MAX_BODY_BYTES: new %v, %v; want refused", isNew, err)
 	}
 	if isNew, err := in.Inject(ctx, "stripe", "evt_odd_type", "invoice.paid\x1b[2J", body("evt_odd_type", "x")); err != nil || !isNew {
 		t.Fatalf("an event with an odd type: new %v, %v", isNew, err)
