@@ -15,7 +15,9 @@ var ErrNoRoute = errors.New("no ingress route for this provider")
 
 // Inject journals an event that catch-up read from the provider's API as
 // if it had arrived now on the provider's path: no query, Content-Type
-// application/json; charset=utf-8, its body the API's bytes, the route's
+// application/json; charset=utf-8, the X-Forwarded-Proto and
+// X-Forwarded-Host of the provider's last webhook since whguard started
+// (none before one arrived), its body the API's bytes, the route's
 // type filter and order key applied, marked as catch-up's. Its
 // authenticity is the authenticated call to the API: there is no
 // signature to check, and the delivery is signed afresh for the backend.
@@ -38,6 +40,11 @@ func (in *Ingress) Inject(ctx context.Context, provider, id, eventType string, b
 		return false, fmt.Errorf("inject %s: %w: body larger than the %d bytes this path takes", provider, verify.ErrBadRequest, route.MaxBodyBytes)
 	}
 	h := http.Header{"Content-Type": {"application/json; charset=utf-8"}}
+	if f := in.public[provider].Load(); f != nil {
+		// As its webhooks reach the backend: frameworks that redirect
+		// to HTTPS or check the host read these.
+		h["X-Forwarded-Proto"], h["X-Forwarded-Host"] = []string{f.proto}, []string{f.host}
+	}
 	ev := journal.Event{
 		Provider:    provider,
 		EventID:     id,
@@ -77,4 +84,25 @@ func (in *Ingress) routeOf(provider string) (Route, bool) {
 		}
 	}
 	return Route{}, false
+}
+
+// publicFacts are how a provider's webhooks reach whguard: the scheme and
+// host they were sent to, as the ingress tells the backend.
+type publicFacts struct {
+	proto, host string
+}
+
+// notePublic keeps how provider's webhook with headers h (as forwarded)
+// reached whguard, for the events catch-up journals. It allocates only
+// when that changed.
+func (in *Ingress) notePublic(provider string, h http.Header) {
+	p := in.public[provider]
+	if p == nil {
+		return
+	}
+	proto, host := h.Get("X-Forwarded-Proto"), h.Get("X-Forwarded-Host")
+	if f := p.Load(); f != nil && f.proto == proto && f.host == host {
+		return
+	}
+	p.Store(&publicFacts{proto: proto, host: host})
 }

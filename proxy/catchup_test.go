@@ -3,8 +3,11 @@ package proxy_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -90,5 +93,61 @@ func TestInjectAppliesTheRoute(t *testing.T) {
 	}
 	if evs, _, err := j.List(ctx, journal.Filter{Provider: "stripe", EventID: "evt_odd_type"}); err != nil || len(evs) != 1 || evs[0].EventType != "" {
 		t.Errorf("the odd type kept: %+v %v", evs, err)
+	}
+}
+
+// TestInjectTellsHowWebhooksArrive: an event catch-up journals carries the
+// X-Forwarded-Proto and -Host of the provider's last verified webhook, as
+// a webhook's delivery does (found: none, so a backend redirecting to
+// HTTPS, Rails' force_ssl, answered 301 to every caught-up event until it
+// went dead); before any webhook, none.
+func TestInjectTellsHowWebhooksArrive(t *testing.T) {
+	t.Parallel()
+	j := testdb.OpenStore(t, "sqlite", true)
+	p, err := verify.NewProvider(verify.ProviderConfig{Name: "stripe", Scheme: "stripe", Secrets: []string{stripeSecret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := proxy.NewIngress(proxy.IngressConfig{
+		Routes: []proxy.Route{{Path: "/webhooks/stripe", Provider: p}},
+		Intake: newIntake(t, j, nil),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	headersOf := func(id string) http.Header {
+		t.Helper()
+		evs, _, err := j.List(ctx, journal.Filter{Provider: "stripe", EventID: id})
+		if err != nil || len(evs) != 1 {
+			t.Fatalf("%s: %+v %v", id, evs, err)
+		}
+		d, err := j.Get(ctx, evs[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d.Headers
+	}
+	if _, err := in.Inject(ctx, "stripe", "evt_before", "invoice.paid", []byte(`{"id":"evt_before"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h := headersOf("evt_before"); h.Get("X-Forwarded-Proto") != "" || h.Get("X-Forwarded-Host") != "" {
+		t.Errorf("before any webhook: %v", h)
+	}
+	body := `{"id":"evt_webhook","object":"event","type":"invoice.paid"}`
+	req := httptest.NewRequest(http.MethodPost, "http://10.0.0.5:8080/webhooks/stripe", strings.NewReader(body))
+	req.Header = signStripe(time.Now(), body)
+	req.Header.Set("X-Forwarded-Proto", "https")
+	req.Header.Set("X-Forwarded-Host", "hooks.example.com")
+	rec := httptest.NewRecorder()
+	in.ServeHTTP(rec, req)
+	if rec.Code != http.StatusAccepted {
+		t.Fatalf("webhook: %d %s", rec.Code, rec.Body)
+	}
+	if _, err := in.Inject(ctx, "stripe", "evt_after", "invoice.paid", []byte(`{"id":"evt_after"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if h := headersOf("evt_after"); h.Get("X-Forwarded-Proto") != "https" || h.Get("X-Forwarded-Host") != "hooks.example.com" {
+		t.Errorf("after a webhook by https://hooks.example.com: %v", h)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -83,6 +84,9 @@ type Ingress struct {
 	tracer trace.Tracer
 	// propagator reads a sender's trace context (cfg.Propagator).
 	propagator tracing.Propagator
+	// public holds, per provider, how its last webhook reached whguard
+	// (catchup.go); the map is built once, its values change.
+	public map[string]*atomic.Pointer[publicFacts]
 }
 
 // NewIngress checks the configuration and builds the handler.
@@ -123,6 +127,10 @@ func NewIngress(cfg IngressConfig) (*Ingress, error) {
 	}
 	if in.now == nil {
 		in.now = time.Now
+	}
+	in.public = make(map[string]*atomic.Pointer[publicFacts], len(routes))
+	for _, r := range routes {
+		in.public[r.Provider.Name()] = new(atomic.Pointer[publicFacts])
 	}
 	return in, nil
 }
@@ -198,6 +206,7 @@ func (in *Ingress) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	headers, asReceived := withForwarded(r)
+	in.notePublic(name, headers)
 	ev := journal.Event{
 		Provider:    name,
 		EventID:     event.ID,
