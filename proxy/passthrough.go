@@ -69,6 +69,16 @@ func NewPassThrough(cfg PassThroughConfig) http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A protocol upgrade other than WebSocket (h2c above all) would
+		// hand the client a connection to the app on which it could send
+		// any request, to a webhook handler too: refused.
+		if up := r.Header.Get("Upgrade"); up != "" && !strings.EqualFold(strings.TrimSpace(up), "websocket") {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			_, _ = io.WriteString(w, `{"error":"only websocket upgrades are passed on"}`+"\n")
+			return
+		}
+		r.Header.Del("Http2-Settings")
 		rc := http.NewResponseController(w)
 		// The listener's deadlines were set for the whole request; from
 		// here each read and write sets its own, idle from now. Once the
@@ -87,10 +97,21 @@ func NewPassThrough(cfg PassThroughConfig) http.Handler {
 }
 
 // isWhguardHeader reports the headers only a delivery from whguard may
-// carry.
+// carry, and the spellings with underscores of those and of the
+// X-Forwarded-* headers: servers that map header names to CGI variables
+// (Rack, WSGI, PHP) read X_Whguard_Provider as X-Whguard-Provider.
 func isWhguardHeader(name string) bool {
-	return strings.EqualFold(name, "Idempotency-Key") ||
-		len(name) >= len("X-Whguard-") && strings.EqualFold(name[:len("X-Whguard-")], "X-Whguard-")
+	if strings.IndexByte(name, '_') >= 0 {
+		name = strings.ReplaceAll(name, "_", "-")
+		if hasPrefixFold(name, "X-Forwarded-") || strings.EqualFold(name, "Forwarded") {
+			return true
+		}
+	}
+	return strings.EqualFold(name, "Idempotency-Key") || hasPrefixFold(name, "X-Whguard-")
+}
+
+func hasPrefixFold(s, prefix string) bool {
+	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
 
 // idleReader moves the connection's read deadline before each read of the
@@ -144,8 +165,8 @@ const maxUnescape = 3
 func normalizePath(escaped string) string {
 	p := escaped
 	for range maxUnescape {
-		u, err := url.PathUnescape(p)
-		if err != nil || u == p {
+		u := unescapeLenient(p)
+		if u == p {
 			break
 		}
 		p = u
@@ -159,6 +180,39 @@ func normalizePath(escaped string) string {
 		p = strings.Join(segs, "/")
 	}
 	return strings.ToLower(path.Clean("/" + p))
+}
+
+// unescapeLenient decodes every valid %XX escape of s and keeps an invalid
+// one as it is (url.PathUnescape refuses the whole string, which left the
+// valid escapes beside a bad one undecoded: /webhooks/%73tripe;%).
+func unescapeLenient(s string) string {
+	if strings.IndexByte(s, '%') < 0 {
+		return s
+	}
+	b := make([]byte, 0, len(s))
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]) {
+			b = append(b, unhex(s[i+1])<<4|unhex(s[i+2]))
+			i += 2
+			continue
+		}
+		b = append(b, s[i])
+	}
+	return string(b)
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+func unhex(c byte) byte {
+	switch {
+	case c <= '9':
+		return c - '0'
+	case c <= 'F':
+		return c - 'A' + 10
+	}
+	return c - 'a' + 10
 }
 
 // guardSet is the normalized spellings of the paths where an app's

@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -99,6 +100,9 @@ func TestPassThroughNeverReachesAWebhookHandler(t *testing.T) {
 		"/WEBHOOKS/ST", "/Webhooks/St/", "/webhooks/./st", "/x/../webhooks/st", "/webhooks/st/.", "/./webhooks/st",
 		"/webhooks/st;jsessionid=1", "/webhooks;a=b/st", "/%77ebhooks/st", "/webhooks/st%252F", "/webhooks%5Cst",
 		"/webhooks/st.json", "/webhooks/st.", "/%2Fwebhooks/st",
+		// A bad escape once decoded: the valid ones beside it count
+		// (found: decoding stopped, and the ;… cut left /webhooks/%73t).
+		"/webhooks/%2573t;%25zz",
 		"/internal/Stripe-Hook", "/internal/stripe-hook", "/internal/stripe-hook/", "//internal//stripe-hook",
 		"/internal/stripe-hook%2F", "/INTERNAL/STRIPE-HOOK", "/a/../internal/stripe-hook", "/internal/stripe-hook.xml",
 	}
@@ -147,6 +151,11 @@ func TestPassThroughDropsWhguardHeaders(t *testing.T) {
 	for _, h := range []string{"X-Whguard-Provider", "X-Whguard-Event-Id", "X-Whguard-Attempt", "X-Whguard-Source-Event-Id", "x-whguard-anything", "Idempotency-Key"} {
 		req.Header.Set(h, "forged")
 	}
+	// Spellings with underscores, which CGI-style servers (Rack, WSGI,
+	// PHP) read as the hyphenated names (found: passed on).
+	for _, h := range []string{"X_Whguard_Provider", "Idempotency_Key", "X_Forwarded_Host", "X-Forwarded_Proto"} {
+		req.Header[h] = []string{"forged"}
+	}
 	req.Header.Set("X-Other", "kept")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -158,13 +167,38 @@ func TestPassThroughDropsWhguardHeaders(t *testing.T) {
 	if len(app.seen) != 1 {
 		t.Fatalf("the app saw %d requests", len(app.seen))
 	}
-	for name := range app.seen[0] {
-		if strings.HasPrefix(strings.ToLower(name), "x-whguard-") || strings.EqualFold(name, "Idempotency-Key") {
+	for name, vs := range app.seen[0] {
+		n := strings.ReplaceAll(name, "_", "-")
+		if strings.HasPrefix(strings.ToLower(n), "x-whguard-") || strings.EqualFold(n, "Idempotency-Key") || slices.Contains(vs, "forged") {
 			t.Errorf("client-sent %s reached the app", name)
 		}
 	}
 	if app.seen[0].Get("X-Other") != "kept" {
 		t.Errorf("other headers lost: %v", app.seen[0])
+	}
+}
+
+// TestPassThroughRefusesUpgradesButWebSocket: an h2c upgrade would give
+// the client a connection to the app on which any request, to a webhook
+// handler too, goes unchecked: it is refused before the app sees it.
+func TestPassThroughRefusesUpgradesButWebSocket(t *testing.T) {
+	t.Parallel()
+	app := &normalizingApp{webhooks: map[string]int{}}
+	base := newPassThroughFixture(t, app, 0)
+	for _, up := range []string{"h2c", "H2C", "tls/1.2"} {
+		status, body, err := sendRawRequest(strings.TrimPrefix(base, "http://"),
+			"GET /anything HTTP/1.1\r\nHost: app.test\r\nConnection: Upgrade, close\r\nUpgrade: "+up+"\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n\r\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status != http.StatusBadRequest || !strings.Contains(body, `"error"`) {
+			t.Errorf("Upgrade: %s: %d %s; want 400", up, status, body)
+		}
+	}
+	app.mu.Lock()
+	defer app.mu.Unlock()
+	if len(app.seen) != 0 {
+		t.Errorf("the app saw %d upgrade requests", len(app.seen))
 	}
 }
 
