@@ -224,7 +224,7 @@ type guardSet map[string]bool
 func newGuardSet(routes []Route) guardSet {
 	g := guardSet{}
 	for _, r := range routes {
-		for _, p := range []string{r.Path, r.ForwardPath} {
+		for _, p := range append([]string{r.Path, r.ForwardPath}, r.AppPaths...) {
 			if p != "" {
 				g[normalizePath(p)] = true
 			}

@@ -68,7 +68,8 @@ func newPassThroughFixture(t *testing.T, app http.Handler, idle time.Duration) s
 		t.Fatal(err)
 	}
 	in, err := proxy.NewIngress(proxy.IngressConfig{
-		Routes:      []proxy.Route{{Path: "/webhooks/st", ForwardPath: "/internal/Stripe-Hook", Provider: p}},
+		Routes: []proxy.Route{{Path: "/webhooks/st", ForwardPath: "/internal/Stripe-Hook", Provider: p,
+			AppPaths: []string{"/payments/internal/stripe-hook"}}},
 		Intake:      newIntake(t, testdb.OpenStore(t, "sqlite", true), nil),
 		PassThrough: proxy.NewPassThrough(proxy.PassThroughConfig{Target: target, IdleTimeout: idle}),
 	})
@@ -93,7 +94,7 @@ func newPassThroughFixture(t *testing.T, app http.Handler, idle time.Duration) s
 // was.)
 func TestPassThroughNeverReachesAWebhookHandler(t *testing.T) {
 	t.Parallel()
-	app := &normalizingApp{webhooks: map[string]int{"/webhooks/st": 0, "/internal/stripe-hook": 0}}
+	app := &normalizingApp{webhooks: map[string]int{"/webhooks/st": 0, "/internal/stripe-hook": 0, "/payments/internal/stripe-hook": 0}}
 	base := newPassThroughFixture(t, app, 0)
 	variants := []string{
 		"/webhooks/st/", "//webhooks/st", "/webhooks//st", "/webhooks/st%2F", "/webhooks/st%2f", "/webhooks%2Fst",
@@ -105,6 +106,8 @@ func TestPassThroughNeverReachesAWebhookHandler(t *testing.T) {
 		"/webhooks/%2573t;%25zz",
 		"/internal/Stripe-Hook", "/internal/stripe-hook", "/internal/stripe-hook/", "//internal//stripe-hook",
 		"/internal/stripe-hook%2F", "/INTERNAL/STRIPE-HOOK", "/a/../internal/stripe-hook", "/internal/stripe-hook.xml",
+		// The handler a provider's own BACKEND_URL (…/payments) reaches.
+		"/payments/internal/stripe-hook", "/Payments//internal/stripe-hook/",
 	}
 	addr := strings.TrimPrefix(base, "http://")
 	for _, v := range variants {

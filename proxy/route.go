@@ -23,6 +23,12 @@ type Route struct {
 	ForwardPath string
 	// Provider verifies and keys the requests on Path.
 	Provider Checker
+	// AppPaths are more paths, as pass-through requests spell them, that
+	// reach this provider's webhook handler at the app: its delivery path
+	// seen from the pass-through's target when the provider has a backend
+	// URL of its own on the same app under another base path. Guarded
+	// like Path and ForwardPath.
+	AppPaths []string
 	// MaxBodyBytes bounds the body (WHGUARD_<NAME>_MAX_BODY_BYTES); 0
 	// means the IngressConfig's.
 	MaxBodyBytes int64

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"net/url"
 	"strings"
 
 	"github.com/whguard/whguard/forwarder"
@@ -127,6 +128,9 @@ func (c *config) buildComponents(ps *problems) {
 			CatchupAsked: p.catchup != nil && p.env.Scheme == catchup.KindGitHub}
 		if r.MaxBodyBytes == 0 {
 			r.MaxBodyBytes = c.MaxBodyBytes
+		}
+		if c.PassThrough {
+			r.AppPaths = appPaths(c.BackendURL, p.backendURL(c), cmp.Or(p.env.ForwardPath, p.env.Path))
 		}
 		if p.provider != nil {
 			r.Provider = p.provider
@@ -281,4 +285,23 @@ func (c *config) limit(prefix, rate string, burst *int, ps *problems) governor.L
 	}
 	l.Burst = *burst
 	return l
+}
+
+// appPaths is where a provider's webhook handler, delivered to at
+// backendURL + handler, lies as pass-through requests to passURL spell it:
+// none when its backend is another app (another origin) or the handler is
+// outside the pass-through's base path; the handler itself when both
+// share a base path (Path and ForwardPath guard it already).
+func appPaths(passURL, backendURL, handler string) []string {
+	pu, err1 := url.Parse(passURL)
+	bu, err2 := url.Parse(backendURL)
+	if err1 != nil || err2 != nil || forwarder.Origin(passURL) != forwarder.Origin(backendURL) {
+		return nil
+	}
+	full := strings.TrimSuffix(bu.Path, "/") + handler
+	rest, ok := strings.CutPrefix(full, strings.TrimSuffix(pu.Path, "/"))
+	if !ok || rest == handler || !strings.HasPrefix(rest, "/") {
+		return nil
+	}
+	return []string{rest}
 }

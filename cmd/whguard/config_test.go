@@ -626,3 +626,29 @@ func TestRedactHeadersTrimmed(t *testing.T) {
 		t.Fatalf("redacted headers %q", got)
 	}
 }
+
+// TestAppPaths: with pass-through, a provider whose own BACKEND_URL is the
+// same app under another base path has its handler guarded as pass-through
+// requests spell it (found: /payments/webhooks/stripe was passed on to the
+// handler unverified); another app, or a handler outside the
+// pass-through's base, needs nothing more.
+func TestAppPaths(t *testing.T) {
+	for _, c := range []struct {
+		pass, backend, handler string
+		want                   []string
+	}{
+		{"http://app:3000", "http://app:3000/payments", "/webhooks/stripe", []string{"/payments/webhooks/stripe"}},
+		{"http://app:3000/", "http://app:3000/payments/", "/webhooks/stripe", []string{"/payments/webhooks/stripe"}},
+		{"http://app:3000/api", "http://app:3000/api/v2", "/hook", []string{"/v2/hook"}},
+		{"http://app:3000", "http://app:3000", "/webhooks/stripe", nil},
+		{"http://app:3000/api", "http://app:3000/api", "/webhooks/stripe", nil},
+		{"http://app:3000/api", "http://app:3000/", "/webhooks/stripe", nil},
+		{"http://app:3000/api", "http://app:3000/apiary", "/hook", nil},
+		{"http://app:3000", "http://other:3000/payments", "/webhooks/stripe", nil},
+		{"http://app", "http://app:80/payments", "/hook", []string{"/payments/hook"}},
+	} {
+		if got := appPaths(c.pass, c.backend, c.handler); !slices.Equal(got, c.want) {
+			t.Errorf("appPaths(%s, %s, %s) = %v, want %v", c.pass, c.backend, c.handler, got, c.want)
+		}
+	}
+}
