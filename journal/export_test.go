@@ -79,3 +79,6 @@ func AnalyzeHotTables(ctx context.Context, p *Postgres) error {
 	_, err := p.analyzeHotTables(ctx)
 	return err
 }
+
+// CleanupLockKey is the advisory lock the cleaning replica holds.
+const CleanupLockKey = cleanupLockKey

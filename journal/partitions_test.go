@@ -374,3 +374,33 @@ func TestGrowthAnalyzeHoldsOneTableAtATime(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// Days are dropped only by the replica holding the cleanup lock, like the
+// deletes of events (found: every replica moved kept rows and dropped
+// days with its own cutoffs beside the leader's deletes, leaving held rows
+// of deleted events).
+func TestOnlyTheCleaningReplicaDropsDays(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testdb.OpenStore(t, "postgres", true).(*journal.Postgres)
+	appendOne(t, s, ev("p", "one", "h"))
+	today := "whguard_payloads_" + time.Now().UTC().Format("20060102")
+	later := time.Now().Add(48 * time.Hour)
+	other, err := s.Pool().Acquire(ctx) // another replica, cleaning
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Release()
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_lock($1)`, journal.CleanupLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Cleanup(ctx, later, later); err != nil || c.Partitions != 0 || !exists(t, s, today) {
+		t.Fatalf("cleanup while another replica cleans: %+v, %v; today's payloads exist: %v", c, err, exists(t, s, today))
+	}
+	if _, err := other.Exec(ctx, `SELECT pg_advisory_unlock($1)`, journal.CleanupLockKey); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := s.Cleanup(ctx, later, later); err != nil || c.Partitions == 0 || exists(t, s, today) {
+		t.Fatalf("cleanup as the cleaning replica: %+v, %v", c, err)
+	}
+}

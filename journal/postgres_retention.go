@@ -23,7 +23,8 @@ const cleanupLockKey int64 = 0x776867636c6e // "whgcln"
 // (postgres_partitions.go); and it deletes held payloads of done events
 // last changed before payloadsBefore. Dead events are quarantine and are
 // never deleted; pending, retry and processing ones are never touched. Only
-// one replica deletes at a time; the others' batches delete nothing. It
+// one replica deletes and drops at a time; the others' batches delete
+// nothing and they drop no day. It
 // then vacuums the hot tables when the server does not (vacuumIfNeeded).
 // A step that fails (a lock not had in time) does not stop the others.
 func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.Time) (Cleaned, error) {
@@ -35,17 +36,27 @@ func (p *Postgres) Cleanup(ctx context.Context, keysBefore, payloadsBefore time.
 	if err != nil {
 		return c, errors.Join(append(errs, err)...)
 	}
-	for _, d := range []struct {
-		parent string
-		cutoff time.Time
-		rows   *int
-	}{{payloadsTable, payloadsBefore, &c.Payloads}, {attemptsTable, keysBefore, new(int)}} {
-		rows, dropped, err := p.dropDays(ctx, d.parent, d.cutoff)
-		*d.rows += rows
-		c.Partitions += dropped
-		if err != nil {
-			errs = append(errs, fmt.Errorf("retention: %w", err))
+	// Days are dropped by the replica holding the cleanup lock, as events
+	// are deleted: two replicas moving a day's kept rows with cutoffs of
+	// their own, beside the other's deletes, left held rows of deleted
+	// events, and waited on each other's row locks under the parent's.
+	err = p.asSessionLeader(ctx, cleanupLockKey, func(sessionConn) error {
+		for _, d := range []struct {
+			parent string
+			cutoff time.Time
+			rows   *int
+		}{{payloadsTable, payloadsBefore, &c.Payloads}, {attemptsTable, keysBefore, new(int)}} {
+			rows, dropped, err := p.dropDays(ctx, d.parent, d.cutoff)
+			*d.rows += rows
+			c.Partitions += dropped
+			if err != nil {
+				errs = append(errs, fmt.Errorf("retention: %w", err))
+			}
 		}
+		return nil
+	})
+	if err != nil {
+		errs = append(errs, fmt.Errorf("retention: %w", err))
 	}
 	if err := p.vacuumIfNeeded(ctx); err != nil {
 		errs = append(errs, err)
@@ -110,43 +121,57 @@ func (p *Postgres) vacuumIfNeeded(ctx context.Context) error {
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	vacuum := `VACUUM (ANALYZE, SKIP_LOCKED) ` + strings.Join(tables, ", ")
-	var conn interface {
-		Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
-		QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
-	}
-	switch {
-	case !p.hasSession():
-		// Behind a pooler with no direct connection: no session lock, and
-		// none needed for safety: SKIP_LOCKED passes over a table another
-		// replica is vacuuming.
-		if _, err := p.pool.Exec(ctx, vacuum); err != nil {
+	// Behind a pooler with no direct connection there is no session lock,
+	// and none is needed for safety: SKIP_LOCKED passes over a table
+	// another replica is vacuuming.
+	err = p.asSessionLeader(ctx, vacuumLockKey, func(conn sessionConn) error {
+		if _, err := conn.Exec(ctx, vacuum); err != nil {
 			return fmt.Errorf("vacuum hot tables: %w", err)
 		}
 		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("vacuum: %w", err)
+	}
+	return nil
+}
+
+// sessionConn is a connection that keeps a session (a session lock).
+type sessionConn interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// asSessionLeader runs fn holding the session advisory lock key on a
+// connection of its own, or does nothing when another replica holds it.
+// Behind a pooler with no direct connection (no session to hold a lock)
+// it runs fn on the pool, unlocked.
+func (p *Postgres) asSessionLeader(ctx context.Context, key int64, fn func(conn sessionConn) error) error {
+	var conn sessionConn
+	switch {
+	case !p.hasSession():
+		return fn(p.pool)
 	case p.listenConfig != nil:
 		c, err := p.sessionConn(ctx)
 		if err != nil {
-			return fmt.Errorf("vacuum: %w", err)
+			return err
 		}
 		defer closeSession(ctx, c)
 		conn = c
 	default:
 		c, err := p.pool.Acquire(ctx)
 		if err != nil {
-			return fmt.Errorf("vacuum: acquire connection: %w", err)
+			return fmt.Errorf("acquire connection: %w", err)
 		}
 		defer c.Release()
 		conn = c
 	}
 	var leader bool
-	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, vacuumLockKey).Scan(&leader); err != nil || !leader {
-		return err // another replica is vacuuming
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&leader); err != nil || !leader {
+		return err // another replica holds it
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, vacuumLockKey)
-	if _, err := conn.Exec(ctx, vacuum); err != nil {
-		return fmt.Errorf("vacuum hot tables: %w", err)
-	}
-	return nil
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key)
+	return fn(conn)
 }
 
 // sqlCleanupEvents deletes old done (and ignored) events with their held
