@@ -3,8 +3,8 @@ package main
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/whguard/whguard/forwarder"
