@@ -471,6 +471,9 @@ func TestE2ECatchupFailures(t *testing.T) {
 		{"github", fault429, "rate limit is spent until"},
 		{"github", faultSecondary, "secondary rate limit: try again in 1m0s"},
 		{"github", fault500, "500"},
+		// Under a fifth of the rate limit left: nothing asked for, and
+		// the pass says so (found: it was recorded as a success).
+		{"github", faultLowRate, "under a fifth of GitHub's rate limit is left (900 of 5000)"},
 		// (A hang is the same client timeout as Stripe's above: 30 s.)
 	} {
 		set := st.setFault

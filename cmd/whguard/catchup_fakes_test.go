@@ -31,6 +31,7 @@ const (
 	fault500       = "500"
 	faultHang      = "hang"
 	faultSecondary = "secondary" // GitHub's secondary rate limit (403 + Retry-After)
+	faultLowRate   = "low-rate"  // answers, with under a fifth of the rate limit left
 )
 
 // fakePageSize caps a page below the clients' 100, so that paging is
@@ -316,6 +317,9 @@ func (f *fakeGitHub) serve(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("X-RateLimit-Limit", "5000")
 	w.Header().Set("X-RateLimit-Remaining", "4990")
 	w.Header().Set("X-RateLimit-Reset", reset)
+	if fault == faultLowRate {
+		w.Header().Set("X-RateLimit-Remaining", "900")
+	}
 	switch {
 	case fault == faultHang:
 		<-r.Context().Done()

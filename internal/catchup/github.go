@@ -26,8 +26,9 @@ type guid struct {
 // filter, whose failure class leaves out connection failures), groups
 // them by GUID, and asks GitHub to redeliver each GUID DecideGUID says to
 // ask for, one request at a time, RedeliverySpacing apart. GitHub then
-// delivers it, signed, to the ingress. A pass stops early, without error,
-// when fewer than a fifth of the API's rate limit is left.
+// delivers it, signed, to the ingress. A pass stops early when fewer than
+// a fifth of the API's rate limit is left: it asks for nothing then, and
+// fails saying so.
 func (c *Catchup) githubPass(ctx context.Context, cfg Config, p *journal.CatchupPass, dryRun bool) error {
 	token, err := cfg.Token()
 	if err != nil {
@@ -61,6 +62,7 @@ func (c *Catchup) githubPass(ctx context.Context, cfg Config, p *journal.Catchup
 	seen := map[string]*guid{}
 	var order []string
 	paced := false
+	var rate github.Rate // the last answer's, when paced
 	opts := &github.ListCursorOptions{PerPage: 100}
 pages:
 	for {
@@ -81,7 +83,7 @@ pages:
 			g.codes = append(g.codes, d.GetStatusCode())
 		}
 		if Paced(resp.Rate.Remaining, resp.Rate.Limit) {
-			paced = true
+			paced, rate = true, resp.Rate
 			break
 		}
 		if resp.Cursor == "" {
@@ -90,8 +92,18 @@ pages:
 		opts.Cursor = resp.Cursor
 	}
 	p.Listed = len(order)
+	// Stopped early, the pass asks for nothing and fails, saying why: a
+	// hook whose passes always stop early is never caught up, which must
+	// not look like success.
+	pacedErr := func() error {
+		if !paced {
+			return nil
+		}
+		return fmt.Errorf("stopped early, asking for nothing: under a fifth of GitHub's rate limit is left (%d of %d) until %s",
+			rate.Remaining, rate.Limit, rate.Reset.UTC().Format(time.RFC3339))
+	}
 	if len(order) == 0 {
-		return nil
+		return pacedErr()
 	}
 	known, err := c.known(ctx, cfg.Provider, order)
 	if err != nil {
@@ -166,7 +178,7 @@ pages:
 			c.opt.Alerts.GaveUp(cfg.Provider, gaveUp)
 		}
 	}
-	return nil
+	return pacedErr()
 }
 
 // unask puts back the record of a redelivery GitHub refused: as it was
