@@ -110,12 +110,9 @@ func (f *Forwarder) askGroups() map[string]*groupcommit.Group[governor.Ask, gove
 }
 
 // acquire asks the governor whether a may start, in a batch with the other
-// asks of its provider when the governor batches (askGroups). Not while
-// the governor reports its store down: a batch then fails without a round
-// trip, so each delivery asks alone, and the first that gets an answer is
-// how the governor finds its store back.
+// asks of its provider when the governor batches (askGroups).
 func (f *Forwarder) acquire(ctx context.Context, a governor.Ask) (governor.Decision, error) {
-	if g := f.asks[a.Provider]; g != nil && f.governorUp() {
+	if g := f.asks[a.Provider]; g != nil {
 		ds, err := g.Do(ctx, []governor.Ask{a})
 		if err != nil {
 			return governor.Decision{}, err
@@ -149,19 +146,6 @@ func (f *Forwarder) unadmit(a governor.Ask, sent bool, status int) {
 // call (one Redis round trip).
 type batchGovernor interface {
 	AcquireBatch(ctx context.Context, asks []governor.Ask) ([]governor.Decision, error)
-}
-
-// upGovernor is a governor whose store can be down (Redis): Up reports
-// whether its last call got an answer.
-type upGovernor interface {
-	Up() bool
-}
-
-// governorUp reports whether the governor's store answers (always, for a
-// governor without one).
-func (f *Forwarder) governorUp() bool {
-	u, ok := f.cfg.Governor.(upGovernor)
-	return !ok || u.Up()
 }
 
 // preAdmit asks the governor about leased rows together, one call per

@@ -14,32 +14,20 @@ import (
 // batchLog is a batching governor that records the size of each batch and
 // holds every batch until gate is closed. Each answer's RetryAfter echoes
 // its ask's token, so a test can check that answers go to their askers.
-// While down is set it reports its store down and answers single asks
-// (counted in alone) without a batch.
 type batchLog struct {
 	gate  chan struct{}
 	fail  error
-	down  bool
 	mu    sync.Mutex
 	sizes []int
-	alone int
 }
 
 func (b *batchLog) Acquire(ctx context.Context, a governor.Ask) (governor.Decision, error) {
-	if b.down {
-		b.mu.Lock()
-		b.alone++
-		b.mu.Unlock()
-		return governor.Decision{Allowed: true}, nil
-	}
 	ds, err := b.AcquireBatch(ctx, []governor.Ask{a})
 	if err != nil {
 		return governor.Decision{}, err
 	}
 	return ds[0], nil
 }
-
-func (b *batchLog) Up() bool { return !b.down }
 
 func (b *batchLog) AcquireBatch(_ context.Context, asks []governor.Ask) ([]governor.Decision, error) {
 	b.mu.Lock()
@@ -119,33 +107,5 @@ func TestAsksToTheGovernorAreBatched(t *testing.T) {
 				}
 			})
 		})
-	}
-}
-
-// While the governor's store is down a batch would fail without reaching
-// it, so nothing would find it back: each delivery asks alone, as it
-// would without batching (found: with the breaker off, deliveries to a
-// limited backend stayed held after Redis came back).
-func TestAsksGoAloneWhileTheGovernorIsDown(t *testing.T) {
-	gov := &batchLog{gate: make(chan struct{}), down: true}
-	close(gov.gate)
-	f := &Forwarder{cfg: Config{Governor: gov, Targets: map[string]Target{"acme": {}}}, origins: map[string]string{}}
-	f.aborted = context.Background()
-	f.asks = f.askGroups()
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Go(func() {
-			if d, err := f.acquire(context.Background(), governor.Ask{Provider: "acme"}); err != nil || !d.Allowed {
-				t.Errorf("ask while down: %+v, %v", d, err)
-			}
-		})
-	}
-	wg.Wait()
-	if gov.alone != 4 || len(gov.sizes) != 0 {
-		t.Fatalf("%d asks alone and batches of %v while down, want 4 alone and no batch", gov.alone, gov.sizes)
-	}
-	gov.down = false
-	if _, err := f.acquire(context.Background(), governor.Ask{Provider: "acme", Token: "1ns"}); err != nil || len(gov.sizes) != 1 {
-		t.Fatalf("once up: batches of %v, %v; want the ask in a batch", gov.sizes, err)
 	}
 }

@@ -75,7 +75,7 @@ func NewPassThrough(cfg PassThroughConfig) http.Handler {
 		if up := r.Header.Get("Upgrade"); up != "" && !strings.EqualFold(strings.TrimSpace(up), "websocket") {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(http.StatusBadRequest)
-			_, _ = io.WriteString(w, `{"error":"only websocket upgrades are passed on"}`+"\n")
+			_, _ = w.Write(errorBody("only websocket upgrades are passed on"))
 			return
 		}
 		r.Header.Del("Http2-Settings")

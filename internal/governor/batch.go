@@ -60,9 +60,9 @@ func (r *Redis) AcquireBatch(ctx context.Context, asks []Ask) ([]Decision, error
 		return out, nil
 	}
 	if !r.Up() {
-		// During an outage the fetcher does not wait for a batch that
-		// will fail: each delivery asks alone (finding out when Redis is
-		// back) and is held meanwhile.
+		// During an outage no delivery waits for a batch that will
+		// fail: each is held, and the sync loop's ping (run) finds out
+		// when Redis is back.
 		return nil, fmt.Errorf("acquire %d deliveries to %s: redis unavailable", len(asks), a.Backend)
 	}
 	rks := rateKeys(r.cfg, a)
